@@ -1,0 +1,55 @@
+"""Rune: a local-first coding agent built around a safe, capped tool loop.
+
+The public names below are imported lazily so that ``rune --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "ToolRequest": "rune.messages",
+    "ToolEvent": "rune.messages",
+    "OperatorResponse": "rune.messages",
+    "PendingApproval": "rune.messages",
+    "ChatResult": "rune.messages",
+    "LocalToolRuntime": "rune.local_tool_runtime",
+    "Transport": "rune.transport.base",
+    "ScriptedTransport": "rune.transport.scripted",
+    "OllamaChatTransport": "rune.transport.ollama",
+    "OpenAICompatTransport": "rune.transport.openai_compat",
+    "ToolExecutor": "rune.tool_executor",
+    "SandboxPolicy": "rune.tools.sandbox",
+    "ToolSpec": "rune.tools.spec",
+    "PreparedChange": "rune.tools.spec",
+    "RuneOperator": "rune.operator",
+    "RuneError": "rune.errors",
+}
+
+__all__ = [*_EXPORTS, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rune' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from rune.errors import RuneError
+    from rune.local_tool_runtime import LocalToolRuntime
+    from rune.messages import ChatResult, OperatorResponse, PendingApproval, ToolEvent, ToolRequest
+    from rune.operator import RuneOperator
+    from rune.tool_executor import ToolExecutor
+    from rune.tools.sandbox import SandboxPolicy
+    from rune.tools.spec import PreparedChange, ToolSpec
+    from rune.transport.base import Transport
+    from rune.transport.ollama import OllamaChatTransport
+    from rune.transport.openai_compat import OpenAICompatTransport
+    from rune.transport.scripted import ScriptedTransport

@@ -1,0 +1,118 @@
+"""Rune's error tree, in one place.
+
+Every error Rune raises on purpose is a ``RuneError``. Foreign exceptions (httpx, OSError,
+json, pydantic) are translated once, at the boundary that met them, into one of these; code
+above the boundary never sees them::
+
+    RuneError
+    ├── ConfigError                 bad value in a config file, env var or flag
+    ├── BackendUnavailable          the chosen backend cannot start (missing extra, no model file)
+    ├── TransportError              anything between Rune and the model server
+    │   ├── ServerUnreachable       nothing listens at the address (connect refused / DNS)
+    │   ├── TransportTimeout        connect or read timeout: the server went silent
+    │   ├── ModelNotFound           404 for the model ("try `ollama pull <model>`")
+    │   ├── ToolsUnsupported        400 "... does not support tools"
+    │   ├── ServerError             the server answered with an error (4xx/5xx or an error line)
+    │   └── ProtocolError           the server's answer did not parse (bad NDJSON/SSE, dropped stream)
+    ├── ContextOverflow             the request cannot fit in the model's window even after eviction
+    ├── ToolError                   a tool failed; its message goes back to the model as a tool result
+    │   ├── ToolInputError          unknown tool, missing or wrongly typed arguments
+    │   └── SandboxDenied           the sandbox policy refused a path (message = denial text)
+    ├── ApprovalError               a pending approval cannot be resumed
+    │   ├── InvalidPendingState     the state is not a pending state Rune wrote
+    │   └── ApprovalMismatch        the request was altered after it was prepared and shown
+    └── SessionError                the session journal
+        ├── SessionLocked           another process is driving the session
+        └── SessionNotFound         no such session
+
+Loop stop conditions (iteration limit, circuit breaker) are not exceptions: they end the run
+with ``OperatorResponse(success=False, error=..., error_kind=...)``.
+"""
+
+from __future__ import annotations
+
+
+class RuneError(Exception):
+    """Base of every error Rune raises on purpose. ``str(err)`` is written for the user."""
+
+    @property
+    def kind(self) -> str:
+        return type(self).__name__
+
+
+class ConfigError(RuneError):
+    pass
+
+
+class BackendUnavailable(RuneError):
+    pass
+
+
+class TransportError(RuneError):
+    pass
+
+
+class ServerUnreachable(TransportError):
+    pass
+
+
+class TransportTimeout(TransportError):
+    pass
+
+
+class ModelNotFound(TransportError):
+    pass
+
+
+class ToolsUnsupported(TransportError):
+    pass
+
+
+class ServerError(TransportError):
+    def __init__(self, message: str, *, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+
+
+class ProtocolError(TransportError):
+    pass
+
+
+class ContextOverflow(RuneError):
+    pass
+
+
+class ToolError(RuneError):
+    pass
+
+
+class ToolInputError(ToolError):
+    pass
+
+
+class SandboxDenied(ToolError):
+    pass
+
+
+class ApprovalError(RuneError):
+    pass
+
+
+class InvalidPendingState(ApprovalError):
+    pass
+
+
+class ApprovalMismatch(ApprovalError):
+    pass
+
+
+class SessionError(RuneError):
+    pass
+
+
+class SessionLocked(SessionError):
+    pass
+
+
+class SessionNotFound(SessionError):
+    pass

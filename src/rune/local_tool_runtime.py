@@ -1,0 +1,530 @@
+"""``LocalToolRuntime``: the capped tool loop.
+
+::
+
+    run(messages)
+      └─ transport.supports_tools(model)      native tool_calls, or the text-fallback protocol
+      └─ _run_loop: while True
+           ├─ execute queued requests (dedup: name + canonical arguments)
+           │    ├─ read-only → dispatch immediately
+           │    └─ mutating  → prepare → pause with serializable pending_state
+           ├─ iterations_used >= max_iterations → typed failure "iteration limit"
+           ├─ same failing signature twice in a row → typed failure (circuit breaker)
+           └─ transport.chat(...) → tool calls? loop : terminal visible text
+
+Everything that can go wrong inside the loop ends as ``OperatorResponse(success=False)``
+with the events so far; tool failures go back to the model as tool messages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from rune import events as ev
+from rune import fallback
+from rune.errors import (
+    ApprovalMismatch,
+    InvalidPendingState,
+    RuneError,
+    SandboxDenied,
+    ToolError,
+)
+from rune.messages import (
+    ChatResult,
+    Message,
+    OperatorResponse,
+    PendingApproval,
+    ToolEvent,
+    ToolRequest,
+    ToolSource,
+    canonical_json,
+    thaw,
+)
+from rune.tools.spec import Executor, PreparedChange
+from rune.transport.base import Transport
+
+MIN_ITERATIONS = 1
+MAX_ITERATIONS = 8
+BREAKER_THRESHOLD = 2
+STATE_VERSION = 1
+NATIVE = "native"
+TEXT_FALLBACK = "text-fallback"
+
+
+def breaker_message(name: str, count: int) -> str:
+    return (
+        f"tool {name} failed {count} consecutive times with identical arguments — "
+        "stopping before the iteration budget burns"
+    )
+
+
+@dataclass(frozen=True)
+class ShapedRequest:
+    """What one chat call sends: the messages after eviction, options such as ``num_ctx``."""
+
+    messages: Sequence[Message]
+    options: Mapping[str, Any] | None = None
+    evicted: tuple[str, ...] = ()
+
+
+class RequestShaper(Protocol):
+    """Fits a request into the model's window (see ``rune.operator``). May raise
+    :class:`rune.errors.ContextOverflow`; ``observe`` learns from the server's token counts."""
+
+    def shape(self, model: str, messages: Sequence[Message]) -> ShapedRequest: ...
+
+    def observe(self, shaped: ShapedRequest, result: ChatResult) -> None: ...
+
+
+@dataclass
+class _LoopState:
+    """Everything needed to continue the loop, in a form that survives JSON."""
+
+    messages: list[Message]
+    protocol: str
+    iterations_used: int = 0
+    queue: list[ToolRequest] = field(default_factory=list)
+    batch_done: dict[str, list[Any]] = field(default_factory=dict)
+    streak_signature: str | None = None
+    streak_count: int = 0
+    events: list[ToolEvent] = field(default_factory=list)
+    thinking: str = ""
+    warnings: list[str] = field(default_factory=list)
+    evicted: list[str] = field(default_factory=list)
+
+
+class LocalToolRuntime:
+    """Drives one model through tool calls until it answers, pauses, or must stop.
+
+    ``max_iterations`` (1–8) caps the model calls of one ``run`` including its resumes.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        executor: Executor,
+        *,
+        model: str,
+        max_iterations: int = MAX_ITERATIONS,
+        think: bool | None = None,
+        options: Mapping[str, Any] | None = None,
+        shaper: RequestShaper | None = None,
+        on_event: ev.EventSink | None = None,
+    ) -> None:
+        if isinstance(max_iterations, bool) or not isinstance(max_iterations, int):
+            raise ValueError(f"max_iterations must be an integer, got {max_iterations!r}")
+        if not MIN_ITERATIONS <= max_iterations <= MAX_ITERATIONS:
+            raise ValueError(
+                f"max_iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}, "
+                f"got {max_iterations}"
+            )
+        self.transport = transport
+        self.executor = executor
+        self.model = model
+        self.max_iterations = max_iterations
+        self.think = think
+        self.options = dict(options) if options else None
+        self.shaper = shaper
+        self.on_event: ev.EventSink = on_event or ev.ignore
+        self._tool_names = frozenset(spec.name for spec in executor.specs())
+        self._schemas = [spec.schema() for spec in executor.specs()]
+
+    # --- public API ---------------------------------------------------------------------
+
+    def run(self, messages: Sequence[Mapping[str, Any]]) -> OperatorResponse:
+        """Run the loop on an Ollama-style conversation."""
+        try:
+            native = self.transport.supports_tools(self.model)
+        except RuneError as err:
+            return self._failure_before_loop(err)
+        history = [dict(m) for m in messages]
+        state = _LoopState(messages=history, protocol=NATIVE if native else TEXT_FALLBACK)
+        if not native:
+            self._inject_fallback_prompt(state)
+        return self._run_loop(state)
+
+    def approve(self, pending_state: Mapping[str, Any]) -> OperatorResponse:
+        """Apply the prepared change the state waits on (after re-validation), then go on."""
+        try:
+            state, request, change = self._load_pending(pending_state, check_seal=True)
+        except RuneError as err:
+            return self._failure_before_loop(err)
+        try:
+            output = self.executor.apply(change)
+        except Exception as err:
+            stop = self._record_failure(state, request, err, preview=change.preview)
+            if stop is not None:
+                return stop
+        else:
+            self._record_success(state, request, output, preview=change.preview)
+        state.queue.pop(0)
+        return self._run_loop(state)
+
+    def reject(self, pending_state: Mapping[str, Any], reason: str = "") -> OperatorResponse:
+        """Refuse the prepared change; the model hears why and the loop goes on."""
+        try:
+            state, request, change = self._load_pending(pending_state, check_seal=False)
+        except RuneError as err:
+            return self._failure_before_loop(err)
+        message = f"rejected by the operator: {reason.strip() or '(no reason given)'}"
+        event = self._event(state, request, "rejected", error=message, preview=change.preview)
+        self._append_result(state, request, message, ok=False)
+        state.batch_done[request.signature] = [False, message]
+        state.events.append(event)
+        self.on_event(ev.ToolFinished(event))
+        state.queue.pop(0)
+        return self._run_loop(state)
+
+    # --- the loop -----------------------------------------------------------------------
+
+    def _run_loop(self, state: _LoopState) -> OperatorResponse:
+        while True:
+            while state.queue:
+                request = state.queue[0]
+                done = state.batch_done.get(request.signature)
+                if done is not None:
+                    # An identical call in the same turn: answer its id, do not run it again.
+                    self._append_result(state, request, done[1], ok=done[0])
+                    state.queue.pop(0)
+                    continue
+                run = self._prepare if self.executor.is_mutating(request.name) else self._dispatch
+                stop = run(state, request)
+                if stop is not None:
+                    return stop
+                state.queue.pop(0)
+
+            if state.iterations_used >= self.max_iterations:
+                return self._failure(
+                    state,
+                    f"iteration limit: the model used all {self.max_iterations} iterations "
+                    "without a final answer",
+                    "IterationLimit",
+                )
+            state.iterations_used += 1
+            self.on_event(ev.IterationStarted(state.iterations_used, self.max_iterations))
+            try:
+                result = self._chat(state)
+            except RuneError as err:
+                return self._failure(state, str(err), err.kind)
+            stop = self._take_turn(state, result)
+            if stop is not None:
+                return stop
+
+    def _chat(self, state: _LoopState) -> ChatResult:
+        shaped = (
+            self.shaper.shape(self.model, state.messages)
+            if self.shaper is not None
+            else ShapedRequest(state.messages, self.options)
+        )
+        if shaped.evicted:
+            state.evicted.extend(shaped.evicted)
+        think = self.think if self.think is not None and self._supports_thinking() else None
+        result = self.transport.chat(
+            self.model,
+            shaped.messages,
+            tools=self._schemas if state.protocol == NATIVE else None,
+            think=think,
+            options=shaped.options,
+            on_delta=self.on_event,
+        )
+        if self.shaper is not None:
+            self.shaper.observe(shaped, result)
+        for warning in result.warnings:
+            state.warnings.append(warning)
+            self.on_event(ev.Warning(warning))
+        return result
+
+    def _supports_thinking(self) -> bool:
+        try:
+            return self.transport.supports_thinking(self.model)
+        except RuneError:
+            return False
+
+    def _take_turn(self, state: _LoopState, result: ChatResult) -> OperatorResponse | None:
+        """Record the assistant turn; queue its calls, or finish on visible text."""
+        message = result.message
+        content = str(message.get("content") or "")
+        if message.get("thinking"):
+            state.thinking = str(message["thinking"])
+        stored: Message = {"role": "assistant", "content": content}
+        if message.get("thinking"):
+            stored["thinking"] = message["thinking"]
+        native_calls = message.get("tool_calls") or ()
+        if native_calls and state.protocol == NATIVE:
+            stored["tool_calls"] = [thaw(c) for c in native_calls]
+            state.messages.append(stored)
+            state.queue = [self._native_request(c) for c in native_calls]
+            state.batch_done = {}
+            return None
+        state.messages.append(stored)
+        parsed = fallback.parse_tool_calls(content, self._tool_names)
+        if parsed.calls:
+            state.queue = [
+                ToolRequest(c.name, c.arguments, None, "text-fallback") for c in parsed.calls
+            ]
+            state.batch_done = {}
+            return None
+        if parsed.error is not None and state.protocol == TEXT_FALLBACK:
+            return self._protocol_error(state, parsed.error)
+        return self._success(state, parsed.visible_text if parsed.attempted else content)
+
+    def _native_request(self, call: Mapping[str, Any]) -> ToolRequest:
+        function = call.get("function") or {}
+        name = str(function.get("name") or "")
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError:
+                pass
+        if not isinstance(arguments, Mapping):
+            arguments = {"__unparsed__": str(arguments)}
+        source: ToolSource = self.transport.native_source
+        return ToolRequest(name, arguments, call.get("id"), source)
+
+    def _protocol_error(self, state: _LoopState, error: str) -> OperatorResponse | None:
+        """A reply that tried to call a tool and failed to parse: tell the model how."""
+        feedback = f"Your tool call could not be used: {error}. {fallback.expected_format_hint()}"
+        state.messages.append({"role": "user", "content": feedback})
+        signature = "<unparsed tool call>" + error
+        return self._count_failure(state, "tool call", signature)
+
+    # --- executing requests -------------------------------------------------------------
+
+    def _dispatch(self, state: _LoopState, request: ToolRequest) -> OperatorResponse | None:
+        self.on_event(ev.ToolStarted(request, state.iterations_used))
+        try:
+            if "__unparsed__" in request.arguments:
+                raise ToolError(
+                    f"the arguments of {request.name} are not a JSON object: "
+                    f"{request.arguments['__unparsed__'][:200]!r}"
+                )
+            output = self.executor.run(request.name, request.arguments)
+        except Exception as err:
+            return self._record_failure(state, request, err)
+        self._record_success(state, request, output)
+        return None
+
+    def _prepare(self, state: _LoopState, request: ToolRequest) -> OperatorResponse | None:
+        self.on_event(ev.ToolStarted(request, state.iterations_used))
+        try:
+            change = self.executor.prepare(request.name, request.arguments)
+        except Exception as err:
+            return self._record_failure(state, request, err)
+        return self._pause(state, request, change)
+
+    def _record_success(
+        self, state: _LoopState, request: ToolRequest, output: str, *, preview: str | None = None
+    ) -> None:
+        state.streak_signature, state.streak_count = None, 0
+        self._append_result(state, request, output, ok=True)
+        state.batch_done[request.signature] = [True, output]
+        event = self._event(state, request, "done", output=output, preview=preview)
+        state.events.append(event)
+        self.on_event(ev.ToolFinished(event))
+
+    def _record_failure(
+        self,
+        state: _LoopState,
+        request: ToolRequest,
+        err: Exception,
+        *,
+        preview: str | None = None,
+    ) -> OperatorResponse | None:
+        message = str(err) if isinstance(err, RuneError) else f"internal error: {err!r}"
+        status = "denied" if isinstance(err, SandboxDenied) else "failed"
+        self._append_result(state, request, f"Error: {message}", ok=False)
+        state.batch_done[request.signature] = [False, f"Error: {message}"]
+        event = self._event(state, request, status, error=message, preview=preview)
+        state.events.append(event)
+        self.on_event(ev.ToolFinished(event))
+        return self._count_failure(state, request.name, request.signature)
+
+    def _count_failure(
+        self, state: _LoopState, name: str, signature: str
+    ) -> OperatorResponse | None:
+        if signature == state.streak_signature:
+            state.streak_count += 1
+        else:
+            state.streak_signature, state.streak_count = signature, 1
+        if state.streak_count >= BREAKER_THRESHOLD:
+            return self._failure(state, breaker_message(name, state.streak_count), "CircuitBreaker")
+        return None
+
+    def _append_result(
+        self, state: _LoopState, request: ToolRequest, content: str, *, ok: bool
+    ) -> None:
+        if request.source == "text-fallback" and state.protocol == TEXT_FALLBACK:
+            text = fallback.format_tool_result(request.name, content, ok=ok)
+            state.messages.append({"role": "user", "content": text})
+            return
+        message: Message = {"role": "tool", "content": content, "tool_name": request.name}
+        if request.call_id:
+            message["tool_call_id"] = request.call_id
+        state.messages.append(message)
+
+    def _event(
+        self,
+        state: _LoopState,
+        request: ToolRequest,
+        status: Any,
+        *,
+        output: str | None = None,
+        error: str | None = None,
+        preview: str | None = None,
+    ) -> ToolEvent:
+        return ToolEvent(
+            name=request.name,
+            arguments=request.arguments,
+            status=status,
+            source=request.source,
+            output=output,
+            error=error,
+            call_id=request.call_id,
+            iteration=state.iterations_used,
+            preview=preview,
+        )
+
+    def _inject_fallback_prompt(self, state: _LoopState) -> None:
+        prompt = fallback.fallback_prompt(self.executor.specs())
+        # After the caller's system messages, before the conversation: a stable prefix.
+        at = 0
+        while at < len(state.messages) and state.messages[at].get("role") == "system":
+            at += 1
+        state.messages.insert(at, {"role": "system", "content": prompt})
+        self.on_event(ev.FallbackPromptInjected(self.model, prompt))
+
+    # --- pause and resume ---------------------------------------------------------------
+
+    def _pause(
+        self, state: _LoopState, request: ToolRequest, change: PreparedChange
+    ) -> OperatorResponse:
+        pending = PendingApproval(
+            name=request.name,
+            arguments=request.arguments,
+            summary=change.summary,
+            preview=change.preview,
+            contained=change.contained,
+        )
+        self.on_event(ev.ApprovalRequired(pending))
+        waiting = self._event(state, request, "pending_approval", preview=change.preview)
+        serial = {
+            "rune_pending_state": STATE_VERSION,
+            "model": self.model,
+            "protocol": state.protocol,
+            "messages": state.messages,
+            "iterations_used": state.iterations_used,
+            "iteration_budget": self.max_iterations,
+            "queue": [r.to_json() for r in state.queue],
+            "batch_done": state.batch_done,
+            "streak": [state.streak_signature, state.streak_count],
+            "events": [e.to_json() for e in state.events],
+            "thinking": state.thinking,
+            "warnings": state.warnings,
+            "evicted": state.evicted,
+            "change": change.to_json(),
+            "seal": _seal(request.to_json(), change.to_json()),
+        }
+        return OperatorResponse(
+            success=False,
+            events=(*state.events, waiting),
+            iterations_used=state.iterations_used,
+            iteration_budget=self.max_iterations,
+            pending=pending,
+            messages=tuple(state.messages),
+            thinking=state.thinking,
+            protocol=state.protocol,
+            warnings=tuple(state.warnings),
+            evicted=tuple(state.evicted),
+            _pending_json=json.dumps(serial, ensure_ascii=False),
+        )
+
+    def _load_pending(
+        self, data: Mapping[str, Any], *, check_seal: bool
+    ) -> tuple[_LoopState, ToolRequest, PreparedChange]:
+        if not isinstance(data, Mapping) or data.get("rune_pending_state") != STATE_VERSION:
+            raise InvalidPendingState(
+                "this is not a pending approval written by this version of Rune"
+            )
+        try:
+            queue = [ToolRequest.from_json(r) for r in data["queue"]]
+            change = PreparedChange.from_json(data["change"])
+            streak_signature, streak_count = data["streak"]
+            state = _LoopState(
+                messages=[dict(m) for m in data["messages"]],
+                protocol=str(data["protocol"]),
+                iterations_used=int(data["iterations_used"]),
+                queue=queue,
+                batch_done={str(k): list(v) for k, v in data["batch_done"].items()},
+                streak_signature=streak_signature,
+                streak_count=int(streak_count),
+                events=[ToolEvent.from_json(e) for e in data["events"]],
+                thinking=str(data.get("thinking", "")),
+                warnings=list(data.get("warnings", [])),
+                evicted=list(data.get("evicted", [])),
+            )
+            seal = str(data["seal"])
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            raise InvalidPendingState(f"the pending state is damaged: {err!r}") from None
+        if not queue or state.protocol not in (NATIVE, TEXT_FALLBACK):
+            raise InvalidPendingState("the pending state has no request waiting for approval")
+        request = queue[0]
+        if check_seal and (
+            seal != _seal(request.to_json(), change.to_json())
+            or change.tool != request.name
+            or change.arguments != request.arguments
+        ):
+            raise ApprovalMismatch(
+                f"the pending {request.name} request was altered after it was prepared; "
+                "approval binds to exactly what was shown, so nothing was applied"
+            )
+        return state, request, change
+
+    # --- responses ----------------------------------------------------------------------
+
+    def _success(self, state: _LoopState, text: str) -> OperatorResponse:
+        return OperatorResponse(
+            success=True,
+            text=text,
+            events=tuple(state.events),
+            iterations_used=state.iterations_used,
+            iteration_budget=self.max_iterations,
+            messages=tuple(state.messages),
+            thinking=state.thinking,
+            protocol=state.protocol,
+            warnings=tuple(state.warnings),
+            evicted=tuple(state.evicted),
+        )
+
+    def _failure(self, state: _LoopState, error: str, kind: str) -> OperatorResponse:
+        return OperatorResponse(
+            success=False,
+            error=error,
+            error_kind=kind,
+            events=tuple(state.events),
+            iterations_used=state.iterations_used,
+            iteration_budget=self.max_iterations,
+            messages=tuple(state.messages),
+            thinking=state.thinking,
+            protocol=state.protocol,
+            warnings=tuple(state.warnings),
+            evicted=tuple(state.evicted),
+        )
+
+    def _failure_before_loop(self, err: RuneError) -> OperatorResponse:
+        return OperatorResponse(
+            success=False,
+            error=str(err),
+            error_kind=err.kind,
+            iterations_used=0,
+            iteration_budget=self.max_iterations,
+        )
+
+
+def _seal(request: Mapping[str, Any], change: Mapping[str, Any]) -> str:
+    payload = canonical_json({"request": request, "change": change})
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()

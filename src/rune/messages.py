@@ -1,0 +1,228 @@
+"""Typed values the loop passes around: tool requests, tool events, chat results, responses.
+
+All are frozen. Conversation messages themselves stay Ollama-shaped dicts
+(``{"role": "user", "content": "..."}``) because that is what callers hold and what the
+transports translate from.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+ToolSource = Literal["ollama-native", "openai-native", "text-fallback"]
+ToolStatus = Literal["done", "failed", "denied", "pending_approval", "rejected"]
+Message = dict[str, Any]
+
+
+class FrozenDict(dict[str, Any]):
+    """A dict that refuses mutation; still a dict, so ``json.dumps`` takes it as is."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("FrozenDict is immutable")
+
+    __setitem__ = __delitem__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+    __ior__ = _refuse  # type: ignore[assignment]
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(canonical_json(self))
+
+
+def freeze(value: Any) -> Any:
+    """Deep-freeze JSON-like data: dicts become FrozenDict, lists become tuples."""
+    if isinstance(value, FrozenDict):
+        return value
+    if isinstance(value, Mapping):
+        return FrozenDict({str(k): freeze(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """The inverse of :func:`freeze`: plain dicts and lists, safe to hand to anyone."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
+def canonical_json(value: Any) -> str:
+    """The one canonical form used for dedup, the breaker and approval seals."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRequest:
+    """One tool call the model asked for."""
+
+    name: str
+    arguments: Mapping[str, Any]
+    call_id: str | None = None
+    source: ToolSource = "ollama-native"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "arguments", freeze(self.arguments))
+
+    @property
+    def signature(self) -> str:
+        """Name + canonical arguments: what dedup and the circuit breaker compare."""
+        return self.name + canonical_json(self.arguments)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "arguments": thaw(self.arguments),
+            "call_id": self.call_id,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ToolRequest:
+        return cls(
+            name=str(data["name"]),
+            arguments=dict(data["arguments"]),
+            call_id=data.get("call_id"),
+            source=data.get("source", "ollama-native"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEvent:
+    """What happened to one tool request. ``output`` on success, ``error`` otherwise."""
+
+    name: str
+    arguments: Mapping[str, Any]
+    status: ToolStatus
+    source: ToolSource
+    output: str | None = None
+    error: str | None = None
+    call_id: str | None = None
+    iteration: int = 0
+    preview: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "arguments", freeze(self.arguments))
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "done"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "arguments": thaw(self.arguments),
+            "status": self.status,
+            "source": self.source,
+            "output": self.output,
+            "error": self.error,
+            "call_id": self.call_id,
+            "iteration": self.iteration,
+            "preview": self.preview,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ToolEvent:
+        return cls(
+            name=data["name"],
+            arguments=data["arguments"],
+            status=data["status"],
+            source=data["source"],
+            output=data.get("output"),
+            error=data.get("error"),
+            call_id=data.get("call_id"),
+            iteration=int(data.get("iteration", 0)),
+            preview=data.get("preview"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    """The human-readable view of what a paused run waits for."""
+
+    name: str
+    arguments: Mapping[str, Any]
+    summary: str
+    preview: str
+    contained: bool | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "arguments", freeze(self.arguments))
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_prompt_tokens: int | None = None
+    prompt_tokens_sent_estimate: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatResult:
+    """One assistant turn as a transport returns it, already accumulated from the stream.
+
+    ``message`` is Ollama-shaped: ``role``, ``content``, optional ``thinking`` and
+    ``tool_calls`` (``[{"id"?, "function": {"index"?, "name", "arguments": {...}}}]``).
+    """
+
+    message: Mapping[str, Any]
+    done_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    warnings: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", freeze(self.message))
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorResponse:
+    """The result of ``run``/``approve``/``reject``: success, pause, or typed failure.
+
+    ``pending_state`` is plain JSON (a fresh dict on every access) when the run paused for
+    approval; pass it to ``approve``/``reject`` on any runtime, in any process.
+    """
+
+    success: bool
+    text: str = ""
+    error: str | None = None
+    error_kind: str | None = None
+    events: tuple[ToolEvent, ...] = ()
+    iterations_used: int = 0
+    iteration_budget: int = 0
+    pending: PendingApproval | None = None
+    messages: tuple[Mapping[str, Any], ...] = ()
+    thinking: str = ""
+    protocol: str = "native"
+    warnings: tuple[str, ...] = ()
+    evicted: tuple[str, ...] = ()
+    _pending_json: str | None = field(default=None, repr=False)
+
+    @property
+    def pending_state(self) -> dict[str, Any] | None:
+        return None if self._pending_json is None else json.loads(self._pending_json)
+
+    @property
+    def paused(self) -> bool:
+        return self._pending_json is not None
+
+    @property
+    def budget_label(self) -> str:
+        return f"step {self.iterations_used}/{self.iteration_budget}"
+
+    def history(self) -> list[Message]:
+        """The conversation as plain dicts, ready to extend with the next user turn."""
+        return [thaw(m) for m in self.messages]
+
+
+def with_pending(response: OperatorResponse, state: Mapping[str, Any]) -> OperatorResponse:
+    from dataclasses import replace
+
+    return replace(response, _pending_json=json.dumps(state, ensure_ascii=False))
+
+
+ToolCallList = Sequence[Mapping[str, Any]]

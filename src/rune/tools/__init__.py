@@ -1,0 +1,1 @@
+"""Built-in tools, the sandbox policy and the write choke point."""

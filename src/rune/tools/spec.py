@@ -1,0 +1,94 @@
+"""Tool specifications, prepared changes, and the executor seam the loop talks to."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from rune.messages import freeze, thaw
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as the model sees it (name, description, JSON schema) plus whether it mutates."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    mutating: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parameters", freeze(self.parameters))
+
+    def schema(self) -> dict[str, Any]:
+        """The entry for the ``tools`` parameter of /api/chat and /v1/chat/completions."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": thaw(self.parameters),
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedChange:
+    """A validated mutating request and exactly what the operator is asked to approve.
+
+    ``fingerprint`` binds the approval to the state of the world at prepare time (resolved
+    path, content digest); ``apply`` refuses when it no longer holds.
+    """
+
+    tool: str
+    arguments: Mapping[str, Any]
+    summary: str
+    preview: str
+    fingerprint: Mapping[str, Any] = field(default_factory=dict)
+    contained: bool | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "arguments", freeze(self.arguments))
+        object.__setattr__(self, "fingerprint", freeze(self.fingerprint))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool,
+            "arguments": thaw(self.arguments),
+            "summary": self.summary,
+            "preview": self.preview,
+            "fingerprint": thaw(self.fingerprint),
+            "contained": self.contained,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PreparedChange:
+        return cls(
+            tool=str(data["tool"]),
+            arguments=dict(data["arguments"]),
+            summary=str(data["summary"]),
+            preview=str(data["preview"]),
+            fingerprint=dict(data.get("fingerprint") or {}),
+            contained=data.get("contained"),
+        )
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """What ``LocalToolRuntime`` needs from a tool set.
+
+    Read-only tools go through ``run``; mutating ones through ``prepare`` (nothing on disk
+    changes) and, after approval, ``apply`` (re-validates, then changes the world). All three
+    raise :class:`rune.errors.ToolError` for anything the model should hear about.
+    """
+
+    def specs(self) -> Sequence[ToolSpec]: ...
+
+    def is_mutating(self, name: str) -> bool: ...
+
+    def run(self, name: str, arguments: Mapping[str, Any]) -> str: ...
+
+    def prepare(self, name: str, arguments: Mapping[str, Any]) -> PreparedChange: ...
+
+    def apply(self, change: PreparedChange) -> str: ...

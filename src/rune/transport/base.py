@@ -1,0 +1,56 @@
+"""The seam between the loop and a model server."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from rune.events import TextDelta, ThinkingDelta
+from rune.messages import ChatResult, ToolSource
+
+DeltaSink = Callable[[TextDelta | ThinkingDelta], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What capability discovery learned about one model (one cached call per model).
+
+    ``context_length`` is the trained maximum; ``num_ctx`` the window the server is configured
+    to use for it when it says so (Ollama ``parameters``, llama-server ``n_ctx``).
+    """
+
+    tools: bool
+    thinking: bool = False
+    context_length: int | None = None
+    num_ctx: int | None = None
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """What ``LocalToolRuntime`` needs from a model server.
+
+    ``chat`` takes Ollama-shaped messages and tool schemas and returns one accumulated
+    assistant turn; a transport for another wire format translates both ways. Every failure
+    is raised as a :class:`rune.errors.TransportError` subclass.
+    """
+
+    #: the ``ToolEvent.source`` for tool calls that arrive as structured ``tool_calls``
+    native_source: ToolSource
+
+    def supports_tools(self, model: str) -> bool: ...
+
+    def supports_thinking(self, model: str) -> bool: ...
+
+    def context_length(self, model: str) -> int | None: ...
+
+    def chat(
+        self,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        think: bool | None = None,
+        options: Mapping[str, Any] | None = None,
+        on_delta: DeltaSink | None = None,
+    ) -> ChatResult: ...
