@@ -13,9 +13,9 @@ above the boundary never sees them::
     │   ├── ModelNotFound           404 for the model ("try `ollama pull <model>`")
     │   ├── ToolsUnsupported        400 "... does not support tools"
     │   ├── ServerError             the server answered with an error (4xx/5xx or an error line)
-    │   └── ProtocolError           the server's answer did not parse (bad NDJSON/SSE, dropped stream)
+    │   └── ProtocolError           the answer did not parse (bad NDJSON/SSE, dropped stream)
     ├── ContextOverflow             the request cannot fit in the model's window even after eviction
-    ├── ToolError                   a tool failed; its message goes back to the model as a tool result
+    ├── ToolError                   a tool failed; its message goes back to the model
     │   ├── ToolInputError          unknown tool, missing or wrongly typed arguments
     │   └── SandboxDenied           the sandbox policy refused a path (message = denial text)
     ├── ApprovalError               a pending approval cannot be resumed
@@ -40,8 +40,8 @@ class RuneError(Exception):
         return type(self).__name__
 
 
-class ConfigError(RuneError):
-    pass
+class ConfigError(RuneError, ValueError):
+    """Also a ValueError, so a bad constructor argument reads as one."""
 
 
 class BackendUnavailable(RuneError):

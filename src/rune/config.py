@@ -1,0 +1,299 @@
+"""Rune's settings and where each one came from.
+
+Layers, later wins::
+
+    defaults < user file < project file < RUNE_* environment < command-line flags
+
+The user file is ``platformdirs.user_config_path("rune") / "config.toml"``; the project file is
+``<workspace>/.rune/config.toml``. Both are TOML with the keys of :data:`KEYS` (``sandbox.*``
+keys live in a ``[sandbox]`` table).
+
+A project file comes with the code being worked on, so it is not trusted (Codex
+CVE-2025-61260): it may narrow what Rune is allowed to do, never widen it. Keys that would
+widen it are dropped and reported in :attr:`LoadedConfig.refused`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from rune.errors import ConfigError
+
+ApprovalMode = Literal["ask", "edits", "all"]
+NAMED_BACKENDS = ("ollama", "embedded", "scripted")
+DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
+
+# key -> (what it means, what is allowed); the order is the order `rune config` shows.
+KEYS: dict[str, tuple[str, str]] = {
+    "model": ("model name, or a path to a .gguf file", "a model name or a .gguf path"),
+    "backend": (
+        "model server",
+        "'ollama', 'embedded', 'scripted' or an http(s) base URL of an OpenAI-compatible server",
+    ),
+    "ollama_host": ("where Ollama listens", "an http(s) URL or host:port"),
+    "api_key": ("API key for an OpenAI-compatible server", "a string"),
+    "embedded_model": ("GGUF file for the embedded backend", "a path to a .gguf file"),
+    "workspace": ("the project directory", "a directory path"),
+    "max_iterations": ("model turns per task", "an integer from 1 to 8"),
+    "approval": (
+        "which changes need a human",
+        "'ask' (every change), 'edits' (file edits auto-approved), 'all' (everything)",
+    ),
+    "max_context": ("context window cap in tokens", "an integer of at least 512"),
+    "think": ("ask thinking models to think", "true or false"),
+    "sandbox.workspace_only": ("read and write only the workspace", "true or false"),
+    "sandbox.write_roots": ("extra directories Rune may write", "a list of directory paths"),
+    "sandbox.read_roots": ("extra directories Rune may read", "a list of directory paths"),
+}
+ENV_PREFIX = "RUNE_"
+# Ollama's own variable, honoured below RUNE_OLLAMA_HOST.
+OLLAMA_ENV = "OLLAMA_HOST"
+
+
+def _field(key: str) -> str:
+    return key.replace(".", "_")
+
+
+def _expand(path: Path) -> Path:
+    return Path(os.path.expanduser(os.fspath(path)))
+
+
+class Settings(BaseModel):
+    """The effective configuration. Field names are the keys with ``.`` replaced by ``_``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str | None = None
+    backend: str | None = None
+    ollama_host: str | None = None
+    api_key: str | None = None
+    embedded_model: Path | None = None
+    workspace: Path = Field(default_factory=Path.cwd)
+    max_iterations: Annotated[int, Field(ge=1, le=8, strict=False)] = 8
+    approval: ApprovalMode = "ask"
+    max_context: Annotated[int, Field(ge=512)] | None = None
+    think: bool | None = None
+    sandbox_workspace_only: bool = False
+    sandbox_write_roots: tuple[Path, ...] = ()
+    sandbox_read_roots: tuple[Path, ...] = ()
+
+    @field_validator("backend")
+    @classmethod
+    def _backend(cls, value: str | None) -> str | None:
+        if value is None or value in NAMED_BACKENDS:
+            return value
+        parts = urlsplit(value)
+        if parts.scheme in ("http", "https") and parts.hostname:
+            return value.rstrip("/")
+        raise ValueError("not a backend name or an http(s) URL")
+
+    @field_validator("ollama_host")
+    @classmethod
+    def _host(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        url = value if "://" in value else f"http://{value}"
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("not a URL or host:port")
+        return url.rstrip("/")
+
+    @field_validator("embedded_model", "workspace")
+    @classmethod
+    def _path(cls, value: Path | None) -> Path | None:
+        return None if value is None else _expand(value)
+
+    @field_validator("sandbox_write_roots", "sandbox_read_roots")
+    @classmethod
+    def _paths(cls, value: tuple[Path, ...]) -> tuple[Path, ...]:
+        return tuple(_expand(p) for p in value)
+
+    def value(self, key: str) -> Any:
+        return getattr(self, _field(key))
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """Settings plus, for each key, the layer its value came from."""
+
+    settings: Settings
+    sources: Mapping[str, str]
+    refused: tuple[str, ...] = ()
+    files: tuple[Path, ...] = field(default=())
+
+
+def user_config_file() -> Path:
+    from platformdirs import user_config_path
+
+    return user_config_path("rune") / "config.toml"
+
+
+def project_config_file(workspace: Path) -> Path:
+    return workspace / ".rune" / "config.toml"
+
+
+def is_loopback_url(url: str) -> bool:
+    host = urlsplit(url if "://" in url else f"http://{url}").hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def load(
+    flags: Mapping[str, Any] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    user_file: Path | None = None,
+) -> LoadedConfig:
+    """Read every layer and return the effective settings. Raises ConfigError on bad values.
+
+    ``flags`` holds only the options the user actually gave (keys as in :data:`KEYS`).
+    """
+    env = os.environ if env is None else env
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    user_file = user_config_file() if user_file is None else user_file
+
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {key: "default" for key in KEYS}
+    files: list[Path] = []
+
+    def apply(layer: Mapping[str, Any], source: str, origin: Mapping[str, str] | None = None):
+        _validate_layer(layer, source, origin)
+        for key, value in layer.items():
+            values[key] = value
+            sources[key] = origin[key] if origin else source
+
+    user = _read_toml(user_file)
+    if user is not None:
+        files.append(user_file)
+        apply(user, f"user file {user_file}")
+
+    # The workspace decides where the project file is, so it is settled first, without it.
+    early = {k: v for k, v in _env_layer(env)[0].items() if k == "workspace"}
+    chosen = flags.get("workspace") or early.get("workspace") or values.get("workspace")
+    workspace = _expand(Path(chosen)) if chosen else Path.cwd()
+    project_file = project_config_file(workspace)
+    refused: list[str] = []
+    project = _read_toml(project_file)
+    if project is not None:
+        files.append(project_file)
+        source = f"project file {project_file}"
+        _validate_layer(project, source)
+        narrowed, refused = _narrow(project, values, source)
+        apply(narrowed, source)
+
+    env_values, env_origin = _env_layer(env)
+    apply(env_values, "environment", env_origin)
+    apply(flags, "flag", {k: f"flag --{k.replace('_', '-')}" for k in flags})
+
+    settings = Settings.model_validate({_field(k): v for k, v in values.items()})
+    return LoadedConfig(settings, sources, tuple(refused), tuple(files))
+
+
+def _read_toml(path: Path) -> dict[str, Any] | None:
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        return None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "sandbox" and isinstance(value, dict):
+            flat.update({f"sandbox.{k}": v for k, v in value.items()})
+        else:
+            flat[key] = value
+    return flat
+
+
+def _env_layer(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    if env.get(OLLAMA_ENV):
+        values["ollama_host"] = env[OLLAMA_ENV]
+        origin["ollama_host"] = f"env {OLLAMA_ENV}"
+    for key in KEYS:
+        name = ENV_PREFIX + _field(key).upper()
+        raw = env.get(name)
+        if raw is None or raw == "":
+            continue
+        values[key] = [p for p in raw.split(os.pathsep) if p] if key.endswith("_roots") else raw
+        origin[key] = f"env {name}"
+    return values, origin
+
+
+def _validate_layer(layer: Mapping[str, Any], source: str, origin: Mapping[str, str] | None = None):
+    unknown = [key for key in layer if key not in KEYS]
+    if unknown:
+        where = origin[unknown[0]] if origin else source
+        raise ConfigError(
+            f"{where}: unknown key {unknown[0]!r}. Known keys: {', '.join(KEYS)}."
+        )
+    try:
+        Settings.model_validate({_field(k): v for k, v in layer.items()})
+    except ValidationError as err:
+        first = err.errors()[0]
+        key = str(first["loc"][0]).replace("sandbox_", "sandbox.", 1)
+        where = origin[key] if origin else source
+        raise ConfigError(
+            f"{where}: bad value {layer[key]!r} for {key!r}: {first['msg']}. "
+            f"Allowed: {KEYS[key][1]}."
+        ) from None
+
+
+def _narrow(
+    project: Mapping[str, Any], current: Mapping[str, Any], source: str
+) -> tuple[dict[str, Any], list[str]]:
+    """Keep what a project file may set; explain what it may not."""
+    kept: dict[str, Any] = {}
+    refused: list[str] = []
+
+    def refuse(key: str, why: str) -> None:
+        refused.append(f"{source}: ignored {key!r}: {why}")
+
+    for key, value in project.items():
+        if key in ("sandbox.write_roots", "sandbox.read_roots"):
+            if value:
+                refuse(key, "a project file may not give Rune more directories")
+        elif key == "workspace":
+            refuse(key, "a project file may not move the workspace")
+        elif key == "api_key":
+            refuse(key, "keys do not belong in a project's files; use the user file or env")
+        elif key == "approval":
+            if value == "ask":
+                kept[key] = value
+            else:
+                refuse(key, "a project file may not auto-approve changes")
+        elif key == "sandbox.workspace_only":
+            if value or not current.get(key):
+                kept[key] = value
+            else:
+                refuse(key, "a project file may not lift the user's workspace_only")
+        elif key in ("backend", "ollama_host") and isinstance(value, str) and "://" in value:
+            if is_loopback_url(value):
+                kept[key] = value
+            else:
+                refuse(key, "a project file may only point Rune at a server on this machine")
+        elif key == "ollama_host":
+            if is_loopback_url(str(value)):
+                kept[key] = value
+            else:
+                refuse(key, "a project file may only point Rune at a server on this machine")
+        else:
+            kept[key] = value
+    return kept, refused

@@ -1,0 +1,168 @@
+"""The HTTP plumbing both wire-format transports share: the client, and error translation.
+
+This is the one place where httpx exceptions and HTTP error statuses become Rune's
+:class:`rune.errors.TransportError` subclasses, so every transport reports the same failure
+the same way.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from rune.errors import (
+    ModelNotFound,
+    ProtocolError,
+    ServerError,
+    ServerUnreachable,
+    ToolsUnsupported,
+    TransportError,
+    TransportTimeout,
+)
+
+#: how much of a server's error body goes into a message shown to the user
+MAX_ERROR_CHARS = 500
+
+
+def make_client(
+    base_url: str,
+    *,
+    connect_timeout: float,
+    read_timeout: float,
+    headers: Mapping[str, str] | None = None,
+    transport: httpx.BaseTransport | None = None,
+) -> httpx.Client:
+    """An httpx client for one model server, with explicit timeouts.
+
+    ``read_timeout`` bounds the silence between two received chunks, not the whole answer, so a
+    long generation that keeps streaming never times out while a stalled server always does.
+    """
+    timeout = httpx.Timeout(
+        connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout
+    )
+    return httpx.Client(
+        base_url=base_url,
+        timeout=timeout,
+        headers=dict(headers or {}),
+        transport=transport,
+        # An HTTP(S)_PROXY meant for the internet must not capture calls to a local server.
+        trust_env=not is_loopback(base_url),
+    )
+
+
+def is_loopback(url: str) -> bool:
+    """Whether ``url`` points at this machine (localhost or a loopback address)."""
+    host = httpx.URL(url).host
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def translate_error(err: httpx.HTTPError, *, server: str, unreachable_hint: str) -> TransportError:
+    """The Rune error for an httpx failure talking to ``server`` (e.g. ``"Ollama"``)."""
+    where = _origin(err)
+    if isinstance(err, httpx.ConnectTimeout):
+        return TransportTimeout(
+            f"{server} at {where} did not accept a connection within "
+            f"{_timeout(err, 'connect')}: {unreachable_hint}"
+        )
+    if isinstance(err, httpx.ReadTimeout):
+        return TransportTimeout(
+            f"{server} at {where} sent nothing for {_timeout(err, 'read')} (read timeout); "
+            "the model may still be loading or the server is stuck — raise the read timeout "
+            "if it is only slow"
+        )
+    if isinstance(err, httpx.TimeoutException):
+        return TransportTimeout(f"{server} at {where} timed out: {err}")
+    if isinstance(err, httpx.ConnectError | httpx.ProxyError):
+        return ServerUnreachable(f"no {server} at {where}: {unreachable_hint}")
+    if isinstance(err, httpx.UnsupportedProtocol):
+        return ServerUnreachable(
+            f"cannot reach {server} at {where}: the address must start with http:// or https://"
+        )
+    if isinstance(err, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        return ProtocolError(
+            f"connection to {server} at {where} dropped mid-stream ({err or type(err).__name__}); "
+            "the server may have crashed or run out of memory — check its log"
+        )
+    if isinstance(err, httpx.HTTPStatusError):
+        status = err.response.status_code
+        return ServerError(f"{server} at {where} answered HTTP {status}", status_code=status)
+    return ProtocolError(f"talking to {server} at {where} failed: {type(err).__name__}: {err}")
+
+
+def raise_for_status(
+    response: httpx.Response, *, model: str, server: str, not_found_hint: str
+) -> None:
+    """Raise the Rune error for a non-2xx ``response``; return quietly on success.
+
+    Works on a streamed response too: the error body is read first. httpx errors raised while
+    reading it propagate for the caller's :func:`translate_error`.
+    """
+    if response.is_success:
+        return
+    response.read()
+    status = response.status_code
+    message = error_message_of(response.text) or response.reason_phrase or "no details"
+    if status == 404 and "model" in message.lower():
+        raise ModelNotFound(f"{server} has no model {model!r} ({message}): {not_found_hint}")
+    if status == 400 and "does not support tools" in message:
+        raise ToolsUnsupported(f"{server}: model {model!r} does not support tools ({message})")
+    raise ServerError(f"{server} answered HTTP {status}: {message}", status_code=status)
+
+
+def error_message_of(body: str | Mapping[str, Any]) -> str | None:
+    """The error text in a server's body, whichever way the server spells it.
+
+    Handles Ollama's ``{"error": "..."}``, OpenAI's and llama.cpp's
+    ``{"error": {"message": "..."}}``, vLLM's ``{"message": "..."}`` and plain text. Returns
+    ``None`` for an empty body or a JSON object that carries no error.
+    """
+    payload: Any = body
+    if isinstance(body, str):
+        text = body.strip()
+        if not text:
+            return None
+        try:
+            payload = json.loads(text)
+        except ValueError:
+            return _clip(text)
+        if not isinstance(payload, Mapping):
+            return _clip(text)
+    error = payload.get("error")
+    if isinstance(error, Mapping):
+        error = error.get("message") or json.dumps(error, ensure_ascii=False)
+    if error is None and payload.get("object") == "error":
+        error = payload.get("message")
+    if error is None or error == "":
+        return None
+    return _clip(str(error))
+
+
+def _clip(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + "…"
+
+
+def _origin(err: httpx.HTTPError) -> str:
+    try:
+        url = err.request.url
+    except RuntimeError:  # an error raised without a request attached
+        return "the configured address"
+    port = f":{url.port}" if url.port is not None else ""
+    return f"{url.scheme}://{url.host}{port}"
+
+
+def _timeout(err: httpx.HTTPError, which: str) -> str:
+    try:
+        seconds = err.request.extensions.get("timeout", {}).get(which)
+    except RuntimeError:
+        seconds = None
+    return "the allowed time" if seconds is None else f"{seconds:g} s"
