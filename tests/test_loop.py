@@ -594,3 +594,26 @@ def test_workspace_relative_paths_never_follow_the_process_cwd(
     assert (project / "new.py").read_text() == "x = 1\n"
     assert not (elsewhere / "new.py").exists()
     assert os.getcwd() == str(elsewhere)
+
+
+def test_a_server_refusing_tools_switches_the_run_to_the_text_fallback(project: Path) -> None:
+    from rune.errors import ToolsUnsupported
+
+    rt, transport = runtime(
+        project,
+        [
+            ToolsUnsupported("registry.ollama.ai/library/gemma3:latest does not support tools"),
+            {
+                "content": '<tool_call>{"name": "read_file", "arguments": {"path": "calc.py"}}</tool_call>'
+            },
+            text("it subtracts"),
+        ],
+    )
+    resp = rt.run(USER)
+    assert resp.success and resp.text == "it subtracts"
+    assert resp.protocol == "text-fallback"
+    assert resp.iterations_used == 2 and len(transport.requests) == 3
+    assert transport.requests[0].tools and transport.requests[1].tools is None
+    assert "<tool_call>" in transport.requests[1].messages[0]["content"]
+    assert resp.events[0].source == "text-fallback" and resp.events[0].ok
+    assert any("does not support tools" in w for w in resp.warnings)

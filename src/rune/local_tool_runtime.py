@@ -34,6 +34,7 @@ from rune.errors import (
     RuneError,
     SandboxDenied,
     ToolError,
+    ToolsUnsupported,
 )
 from rune.messages import (
     ChatResult,
@@ -210,6 +211,16 @@ class LocalToolRuntime:
             self.on_event(ev.IterationStarted(state.iterations_used, self.max_iterations))
             try:
                 result = self._chat(state)
+            except ToolsUnsupported as err:
+                if state.protocol != NATIVE:
+                    return self._failure(state, str(err), err.kind)
+                # Capability discovery said tools; the server disagrees. Switch this run to the
+                # text-fallback protocol and repeat the call: it produced no turn.
+                self._switch_to_fallback(state, str(err))
+                try:
+                    result = self._chat(state)
+                except RuneError as retry_err:
+                    return self._failure(state, str(retry_err), retry_err.kind)
             except RuneError as err:
                 return self._failure(state, str(err), err.kind)
             stop = self._take_turn(state, result)
@@ -388,6 +399,13 @@ class LocalToolRuntime:
             iteration=state.iterations_used,
             preview=preview,
         )
+
+    def _switch_to_fallback(self, state: _LoopState, reason: str) -> None:
+        state.protocol = TEXT_FALLBACK
+        warning = f"{reason}; switched to the text-fallback tool protocol"
+        state.warnings.append(warning)
+        self.on_event(ev.Warning(warning))
+        self._inject_fallback_prompt(state)
 
     def _inject_fallback_prompt(self, state: _LoopState) -> None:
         prompt = fallback.fallback_prompt(self.executor.specs())
