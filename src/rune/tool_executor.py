@@ -6,15 +6,17 @@ re-exported here, where the design document names them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from rune.errors import ToolError, ToolInputError
 from rune.messages import thaw
 from rune.tools.builtin import BUILTIN_TOOLS, BuiltinTool, ToolContext
+from rune.tools.commands import containment
 from rune.tools.sandbox import SandboxPolicy, validate_read_path, validate_write_path
 from rune.tools.spec import PreparedChange, ToolSpec
 
@@ -35,6 +37,19 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+def _value_problem(name: str, prop: Mapping[str, Any], value: Any) -> str | None:
+    kind = prop.get("type", "")
+    expected = _JSON_TYPES.get(kind, ())
+    wrong_bool = isinstance(value, bool) and kind in ("integer", "number")
+    if expected and (not isinstance(value, expected) or wrong_bool):
+        return f"argument {name!r} must be {kind}, got {type(value).__name__}"
+    if "minimum" in prop and value < prop["minimum"]:
+        return f"argument {name!r} must be at least {prop['minimum']}, got {value}"
+    if "maximum" in prop and value > prop["maximum"]:
+        return f"argument {name!r} must be at most {prop['maximum']}, got {value}"
+    return None
+
+
 def check_arguments(spec: ToolSpec, arguments: Any) -> None:
     """Refuse arguments that do not fit the schema, showing the schema to the model."""
     schema = spec.parameters
@@ -51,12 +66,9 @@ def check_arguments(spec: ToolSpec, arguments: Any) -> None:
             if prop is None:
                 problems.append(f"unknown argument {name!r}")
                 continue
-            expected = _JSON_TYPES.get(prop.get("type", ""), ())
-            wrong_bool = isinstance(value, bool) and prop.get("type") in ("integer", "number")
-            if expected and (not isinstance(value, expected) or wrong_bool):
-                problems.append(
-                    f"argument {name!r} must be {prop['type']}, got {type(value).__name__}"
-                )
+            problem = _value_problem(name, prop, value)
+            if problem:
+                problems.append(problem)
     if problems:
         raise ToolInputError(
             f"invalid arguments for {spec.name}: {'; '.join(problems)}. Expected schema: "
@@ -64,11 +76,22 @@ def check_arguments(spec: ToolSpec, arguments: Any) -> None:
         )
 
 
+@contextlib.contextmanager
+def _os_errors_as_tool_errors(tool: str) -> Iterator[None]:
+    # The tools translate the failures they expect; this is the boundary for the rest, so the
+    # model hears a ToolError instead of the loop seeing a foreign exception.
+    try:
+        yield
+    except OSError as err:
+        raise ToolError(f"{tool} failed: {err.strerror or err}.") from None
+
+
 class ToolExecutor:
     """The built-in tools, confined by ``policy`` (default: the design document's policy).
 
     Relative paths resolve against ``workspace`` (default: the current directory at
-    construction), never against a directory the model names.
+    construction), never against a directory the model names. ``contain_commands``: True =
+    run_command only inside bubblewrap, False = never, None = whenever bwrap works here.
     """
 
     def __init__(
@@ -77,10 +100,11 @@ class ToolExecutor:
         workspace: str | os.PathLike[str] | None = None,
         *,
         tools: Iterable[BuiltinTool] = BUILTIN_TOOLS,
+        contain_commands: bool | None = None,
     ) -> None:
         self.policy = policy if policy is not None else SandboxPolicy.default()
         self.workspace = Path(os.path.realpath(workspace if workspace is not None else os.getcwd()))
-        self._ctx = ToolContext(self.policy, self.workspace)
+        self._ctx = ToolContext(self.policy, self.workspace, contain_commands)
         self._tools = {t.spec.name: t for t in tools}
         self._specs = tuple(t.spec for t in self._tools.values())
 
@@ -104,16 +128,26 @@ class ToolExecutor:
         tool = self._tool(name, arguments)
         if tool.run is None:
             raise ToolError(f"{name} changes files and needs approval; it cannot run directly.")
-        return tool.run(self._ctx, arguments)
+        with _os_errors_as_tool_errors(name):
+            return tool.run(self._ctx, arguments)
 
     def prepare(self, name: str, arguments: Mapping[str, Any]) -> PreparedChange:
         tool = self._tool(name, arguments)
         if tool.prepare is None:
             raise ToolError(f"{name} is read-only; nothing to prepare.")
-        return tool.prepare(self._ctx, arguments)
+        with _os_errors_as_tool_errors(name):
+            return tool.prepare(self._ctx, arguments)
 
     def apply(self, change: PreparedChange) -> str:
         tool = self._tool(change.tool, change.arguments)
         if tool.apply is None:
             raise ToolError(f"{change.tool} is read-only; nothing to apply.")
-        return tool.apply(self._ctx, change)
+        with _os_errors_as_tool_errors(change.tool):
+            return tool.apply(self._ctx, change)
+
+    def commands_contained(self) -> bool:
+        """Whether run_command would run inside bubblewrap now (for `rune doctor`)."""
+        try:
+            return containment(self._ctx) is not None
+        except ToolError:
+            return False

@@ -41,14 +41,35 @@ PROTECTED_FILE_NAMES: frozenset[str] = frozenset(
         ".pypirc",
         ".netrc",
         ".mcp.json",
+        ".envrc",
+        ".pam_environment",
+        ".xprofile",
+        ".xsession",
+        ".xinitrc",
+        ".vimrc",
+        ".exrc",
+        ".nvimrc",
         "sitecustomize.py",
         "usercustomize.py",
+        # A ".git" file redirects git to another directory, hooks included.
+        ".git",
     }
 )
 PROTECTED_SUFFIXES: tuple[str, ...] = (".pth", ".code-workspace")
 # Directories whose contents are protected wherever they appear.
 PROTECTED_DIR_NAMES: frozenset[str] = frozenset(
-    {".vscode", ".idea", ".cursor", ".claude", ".codex", ".rune", ".continue", ".aider"}
+    {
+        ".vscode",
+        ".idea",
+        ".cursor",
+        ".claude",
+        ".codex",
+        ".rune",
+        ".continue",
+        ".aider",
+        ".ssh",
+        ".gnupg",
+    }
 )
 # Multi-component tails protected at any depth: (.git, hooks) covers .git/hooks/anything.
 PROTECTED_SEQUENCES: tuple[tuple[str, ...], ...] = (
@@ -59,6 +80,7 @@ PROTECTED_SEQUENCES: tuple[tuple[str, ...], ...] = (
     (".config", "fish"),
     (".config", "git"),
     (".config", "rune"),
+    (".config", "environment.d"),
     (".local", "bin"),
     (".docker", "config.json"),
     (".kube", "config"),
@@ -66,30 +88,57 @@ PROTECTED_SEQUENCES: tuple[tuple[str, ...], ...] = (
     (".aws", "credentials"),
 )
 
-_FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+# Control, format (bidi overrides, zero-width), line/paragraph separators and lone surrogates:
+# characters that make a path display differently from what the kernel sees.
+_FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+# Kernel views with magic links (/proc/self/root, /proc/self/fd/N) and devices: blocked in every
+# policy, whatever its roots, because resolving them says little about what opening them does.
+ALWAYS_BLOCKED: tuple[Path, ...] = (Path("/proc"), Path("/sys"), Path("/dev"))
 
 
 def _canonical_root(path: str | os.PathLike[str]) -> Path:
     return Path(os.path.realpath(os.path.expanduser(os.fspath(path))))
 
 
+def _rune_config_dirs() -> tuple[Path, ...]:
+    from platformdirs import user_config_dir
+
+    return (Path(user_config_dir("rune")),)
+
+
+def _lexical_and_resolved(paths: Iterable[str | os.PathLike[str]]) -> tuple[Path, ...]:
+    lexical = [Path(os.path.normpath(os.path.expanduser(os.fspath(p)))) for p in paths]
+    resolved = [_canonical_root(p) for p in paths]
+    return tuple(dict.fromkeys([*lexical, *resolved]))
+
+
 @dataclass(frozen=True)
 class SandboxPolicy:
-    """Where reads and writes may go. Roots are canonicalized once, at construction."""
+    """Where reads and writes may go. Roots are canonicalized once, at construction.
+
+    ``blocked`` paths are neither read nor written (``/proc``, ``/sys`` and ``/dev`` always
+    are); ``protected_paths`` (Rune's own config by default) and, when ``protected_names`` is
+    on, the names in this module are never written, at any depth, existing or not.
+    """
 
     read_roots: Sequence[Path]
     write_roots: Sequence[Path]
     blocked: Sequence[Path] = ()
     protected_names: bool = True
+    protected_paths: Sequence[Path] = field(default_factory=_rune_config_dirs)
     _blocked_folded: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _protected_folded: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "read_roots", tuple(_canonical_root(p) for p in self.read_roots))
         object.__setattr__(self, "write_roots", tuple(_canonical_root(p) for p in self.write_roots))
-        lexical = [Path(os.path.normpath(os.path.expanduser(os.fspath(p)))) for p in self.blocked]
-        resolved = [_canonical_root(p) for p in self.blocked]
-        object.__setattr__(self, "blocked", tuple(dict.fromkeys([*lexical, *resolved])))
-        object.__setattr__(self, "_blocked_folded", tuple(_fold(str(p)) for p in self.blocked))
+        blocked = _lexical_and_resolved([*ALWAYS_BLOCKED, *self.blocked])
+        object.__setattr__(self, "blocked", blocked)
+        object.__setattr__(self, "_blocked_folded", tuple(_fold(str(p)) for p in blocked))
+        protected = _lexical_and_resolved(self.protected_paths)
+        object.__setattr__(self, "protected_paths", protected)
+        object.__setattr__(self, "_protected_folded", tuple(_fold(str(p)) for p in protected))
 
     @classmethod
     def default(cls, home: str | os.PathLike[str] | None = None) -> SandboxPolicy:
@@ -103,8 +152,6 @@ class SandboxPolicy:
             blocked=[
                 Path("/etc"),
                 Path("/var"),
-                Path("/proc"),
-                Path("/sys"),
                 home_dir / ".ssh",
                 home_dir / ".gnupg",
             ],
@@ -122,12 +169,31 @@ class SandboxPolicy:
     def describe_read_roots(self) -> list[str]:
         return [str(p) for p in self.read_roots]
 
+    def blocked_hit(self, *candidates: str | os.PathLike[str]) -> str | None:
+        """The blocked location any candidate path lies in (case-folded), or None."""
+        return _prefix_hit(candidates, self.blocked, self._blocked_folded)
+
+    def protected_hit(self, *candidates: str | os.PathLike[str]) -> str | None:
+        """Why writing any candidate path is refused as protected, or None."""
+        hit = _prefix_hit(candidates, self.protected_paths, self._protected_folded)
+        if hit is not None:
+            return f"{hit} is Rune's own configuration"
+        if not self.protected_names:
+            return None
+        for candidate in candidates:
+            reason = protected_reason(Path(candidate))
+            if reason is not None:
+                return reason
+        return None
+
 
 def _fold(text: str) -> str:
     return unicodedata.normalize("NFC", text).casefold()
 
 
-def _check_characters(raw: str) -> None:
+def _check_characters(raw: str | bytes) -> None:
+    if not isinstance(raw, str):
+        raise SandboxDenied("Access denied: a path must be text.")
     if not raw:
         raise SandboxDenied("Access denied: empty path.")
     for ch in raw:
@@ -184,12 +250,16 @@ def _within(path: Path, roots: Iterable[Path]) -> bool:
     return any(path == root or path.is_relative_to(root) for root in roots)
 
 
-def _blocked_hit(candidates: Iterable[str], policy: SandboxPolicy) -> str | None:
+def _prefix_hit(
+    candidates: Iterable[str | os.PathLike[str]], paths: Sequence[Path], folded: Sequence[str]
+) -> str | None:
+    """The first of ``paths`` that contains a candidate, compared by components, case-folded."""
     for candidate in candidates:
-        folded = _fold(candidate)
-        for blocked, blocked_folded in zip(policy.blocked, policy._blocked_folded, strict=True):
-            if folded == blocked_folded or folded.startswith(blocked_folded.rstrip("/") + "/"):
-                return str(blocked)
+        parts = Path(_fold(os.fspath(candidate))).parts
+        for path, path_folded in zip(paths, folded, strict=True):
+            prefix = Path(path_folded).parts
+            if parts[: len(prefix)] == prefix:
+                return str(path)
     return None
 
 
@@ -235,21 +305,19 @@ def _validate(
             f"Access denied: {lexical} is outside allowed {label} directories: "
             f"{[str(r) for r in roots]}. {verb} inside one of those directories instead."
         )
-    hit = _blocked_hit((lexical, str(resolved)), policy)
+    hit = policy.blocked_hit(lexical, resolved)
     if hit is not None:
         raise SandboxDenied(
             f"Access denied: {lexical} is inside the blocked location {hit}; Rune never "
             f"{'writes' if write else 'reads'} there. Allowed {label} directories: "
             f"{[str(r) for r in roots]}."
         )
-    if write and policy.protected_names:
-        for candidate in (Path(lexical), resolved):
-            reason = protected_reason(candidate)
-            if reason is not None:
-                raise SandboxDenied(
-                    f"Access denied: {lexical} is protected ({reason}); Rune never writes it. "
-                    "Ask the user to change it by hand if it must change."
-                )
+    reason = policy.protected_hit(lexical, resolved) if write else None
+    if reason is not None:
+        raise SandboxDenied(
+            f"Access denied: {lexical} is protected ({reason}); Rune never writes it. "
+            "Ask the user to change it by hand if it must change."
+        )
     return resolved
 
 

@@ -1,0 +1,248 @@
+"""Canary checks for the sandbox claims, fast and offline (for ``python -m rune.canary``).
+
+``check_denial_text``: a write outside the roots is refused with the design document's text.
+``check_choke_point``: no code in the ``rune`` package opens a file for writing, or changes
+the directory tree, outside the few reviewed places in ``ALLOWED_WRITE_SITES``. Each returns
+None when the claim holds, else a message saying what broke.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+# (module, function) pairs reviewed to write: the atomic replace of a user file and the
+# directory walk that creates missing parents for it. Anything new must be reviewed here.
+ALLOWED_WRITE_SITES: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("rune.tools.fs", "atomic_write"),
+        ("rune.tools.fs", "_open_subdir"),
+        # Rune's own state and user-invoked setup, never reachable from a model's tool call:
+        # the session journal and its lock, the demo project, the canary's scratch workspace.
+        ("rune.sessions.journal", "JournalWriter.__init__"),
+        ("rune.sessions.store", "_lock"),
+        ("rune.sessions.store", "SessionStore.create"),
+        ("rune.demo", "create_demo_project"),
+        ("rune.canary", "check_approve_from_serialized_state"),
+        ("rune.canary", "main"),
+    }
+)
+
+_WRITE_FLAGS = frozenset({"O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND"})
+_TREE_CHANGERS: dict[str, frozenset[str]] = {
+    "os": frozenset(
+        {
+            "rename",
+            "replace",
+            "renames",
+            "remove",
+            "unlink",
+            "rmdir",
+            "removedirs",
+            "mkdir",
+            "makedirs",
+            "link",
+            "symlink",
+            "truncate",
+            "mkfifo",
+            "mknod",
+            "chmod",
+            "chown",
+        }
+    ),
+    "shutil": frozenset(
+        {"copy", "copy2", "copyfile", "copytree", "copymode", "copystat", "move", "rmtree"}
+    ),
+    "tempfile": frozenset(
+        {
+            "mkstemp",
+            "mkdtemp",
+            "NamedTemporaryFile",
+            "TemporaryFile",
+            "SpooledTemporaryFile",
+            "TemporaryDirectory",
+        }
+    ),
+}
+# Methods that only pathlib.Path (or file-like writers) have; str.replace is not among them.
+_WRITING_METHODS = frozenset(
+    {
+        "write_text",
+        "write_bytes",
+        "touch",
+        "mkdir",
+        "rename",
+        "symlink_to",
+        "hardlink_to",
+        "unlink",
+        "rmdir",
+    }
+)
+
+
+@dataclass(frozen=True)
+class WriteSite:
+    module: str
+    function: str
+    line: int
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.module}:{self.line} in {self.function}(): {self.what}"
+
+
+def _literal_mode(node: ast.expr | None) -> str | None:
+    if node is None:
+        return "r"
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+def _names_in(node: ast.AST, constants: dict[str, ast.expr], seen: frozenset[str]) -> set[str]:
+    names: set[str] = set()
+    for sub in ast.walk(node):
+        name = sub.attr if isinstance(sub, ast.Attribute) else getattr(sub, "id", None)
+        if name is None:
+            continue
+        names.add(name)
+        if name in constants and name not in seen:
+            names |= _names_in(constants[name], constants, seen | {name})
+    return names
+
+
+def _call_arg(call: ast.Call, position: int, keyword: str) -> ast.expr | None:
+    for kw in call.keywords:
+        if kw.arg == keyword:
+            return kw.value
+    return call.args[position] if len(call.args) > position else None
+
+
+def _classify(call: ast.Call, constants: dict[str, ast.expr]) -> str | None:
+    func = call.func
+    if isinstance(func, ast.Name) and func.id == "open":
+        mode = _literal_mode(_call_arg(call, 1, "mode"))
+        if mode is None or set(mode) & set("wax+"):
+            return f"open(..., mode={mode or '<not a literal>'})"
+        return None
+    if not isinstance(func, ast.Attribute):
+        return None
+    owner = func.value.id if isinstance(func.value, ast.Name) else None
+    if owner == "os" and func.attr == "open":
+        flags = _call_arg(call, 1, "flags")
+        if flags is None:
+            return None
+        hits = _names_in(flags, constants, frozenset()) & _WRITE_FLAGS
+        return f"os.open(..., {'|'.join(sorted(hits))})" if hits else None
+    if owner in ("os", "io") and func.attr in ("fdopen", "open"):
+        mode = _literal_mode(_call_arg(call, 1, "mode"))
+        if mode is None or set(mode) & set("wax+"):
+            return f"{owner}.{func.attr}(..., mode={mode or '<not a literal>'})"
+        return None
+    if owner in _TREE_CHANGERS and func.attr in _TREE_CHANGERS[owner]:
+        return f"{owner}.{func.attr}(...)"
+    if func.attr == "open" and owner not in ("os", "io"):
+        # Path.open(mode): a positional non-literal is more likely some other object's open()
+        # (a session store's); the runtime audit test covers what this cannot see.
+        mode_node = _call_arg(call, 0, "mode")
+        keyword = any(kw.arg == "mode" for kw in call.keywords)
+        mode = _literal_mode(mode_node)
+        if (mode is not None and set(mode) & set("wax+")) or (mode is None and keyword):
+            return f".open(mode={mode or '<not a literal>'})"
+        return None
+    if owner not in ("os", "shutil", "tempfile") and func.attr in _WRITING_METHODS:
+        return f".{func.attr}(...)"
+    return None
+
+
+class _Scanner(ast.NodeVisitor):
+    def __init__(self, module: str, constants: dict[str, ast.expr]) -> None:
+        self.module = module
+        self.constants = constants
+        self.stack: list[str] = []
+        self.sites: list[WriteSite] = []
+
+    def _visit_scope(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        self.stack.append(node.name)
+        self.generic_visit(node)
+        self.stack.pop()
+
+    visit_FunctionDef = _visit_scope
+    visit_AsyncFunctionDef = _visit_scope
+    visit_ClassDef = _visit_scope
+
+    def visit_Call(self, node: ast.Call) -> None:
+        what = _classify(node, self.constants)
+        if what is not None:
+            function = ".".join(self.stack) if self.stack else "<module>"
+            self.sites.append(WriteSite(self.module, function, node.lineno, what))
+        self.generic_visit(node)
+
+
+def scan_source(source: str, module: str) -> list[WriteSite]:
+    """Every call in ``source`` that opens a file for writing or changes the directory tree."""
+    tree = ast.parse(source)
+    constants = {
+        target.id: node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    scanner = _Scanner(module, constants)
+    scanner.visit(tree)
+    return scanner.sites
+
+
+def _modules(package_dir: Path) -> Iterator[tuple[str, Path]]:
+    for path in sorted(package_dir.rglob("*.py")):
+        rel = path.relative_to(package_dir.parent).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        yield ".".join(parts), path
+
+
+def unreviewed_write_sites(package_dir: Path | None = None) -> list[WriteSite]:
+    """Write sites in the package outside ``ALLOWED_WRITE_SITES``."""
+    if package_dir is None:
+        import rune
+
+        package_dir = Path(rune.__file__).parent
+    found: list[WriteSite] = []
+    for module, path in _modules(package_dir):
+        for site in scan_source(path.read_text(encoding="utf-8"), module):
+            if (site.module, site.function) not in ALLOWED_WRITE_SITES:
+                found.append(site)
+    return found
+
+
+def check_choke_point() -> str | None:
+    try:
+        sites = unreviewed_write_sites()
+    except (OSError, SyntaxError) as err:
+        return f"cannot scan the rune package: {err}"
+    if sites:
+        listed = "; ".join(str(s) for s in sites[:10])
+        return f"{len(sites)} write site(s) outside fs.atomic_write: {listed}"
+    return None
+
+
+def check_denial_text() -> str | None:
+    from rune.errors import SandboxDenied
+    from rune.tool_executor import SandboxPolicy, validate_write_path
+
+    home = Path(tempfile.gettempdir()) / "rune-canary-home"
+    policy = SandboxPolicy.default(home=home)
+    target = "/etc/nope.txt"
+    expected = (
+        f"Access denied: {target} is outside allowed write directories: "
+        f"{policy.describe_write_roots()}. Write inside one of those directories instead."
+    )
+    try:
+        validate_write_path(target, policy, workspace=os.fspath(home))
+    except SandboxDenied as err:
+        return None if str(err) == expected else f"denial text was {str(err)!r}"
+    return f"writing {target} was not denied"

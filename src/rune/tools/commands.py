@@ -1,0 +1,358 @@
+"""run_command: a shell command, always approved first, contained by bubblewrap where it works.
+
+Inside bwrap the whole filesystem is read-only except the policy's write roots, existing
+protected files under them are re-bound read-only, there is no network, a private /tmp and
+/proc, and a new PID namespace that dies with Rune. A protected name that does not exist yet
+cannot be masked without creating it on the real disk, so Rune watches the usual locations and
+reports any the command created. Without bwrap the preview says plainly that the command runs
+with the user's full rights. Either way the command runs in the workspace, in its own process
+group, and a timeout kills the whole group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rune.errors import ToolError, ToolInputError
+from rune.messages import thaw
+from rune.tools.base import Args, BuiltinTool, ToolContext, integer_arg, object_schema, string_arg
+from rune.tools.display import escape_hidden, for_display, hidden_note
+from rune.tools.sandbox import (
+    PROTECTED_DIR_NAMES,
+    PROTECTED_FILE_NAMES,
+    PROTECTED_SEQUENCES,
+    SandboxPolicy,
+)
+from rune.tools.spec import PreparedChange, ToolSpec
+
+DEFAULT_TIMEOUT = 120
+MAX_TIMEOUT = 1800
+HEAD_BYTES = 8 * 1024
+TAIL_BYTES = 8 * 1024
+# After the shell exits, how long leftover background processes may keep the pipe open.
+EXIT_GRACE = 0.5
+MAX_PROTECTED_BINDS = 512
+SCAN_DEPTH = 4
+SCAN_DIRS = 2000
+
+
+# --- bubblewrap ------------------------------------------------------------------------------
+
+
+def find_bwrap() -> str | None:
+    return shutil.which("bwrap")
+
+
+@functools.cache
+def bwrap_works(bwrap: str) -> bool:
+    """Whether ``bwrap`` can build the sandbox here (user namespaces may be disabled)."""
+    probe = [bwrap, *_isolation_flags(), *_BASE_MOUNTS, "--", "true"]
+    try:
+        return subprocess.run(probe, capture_output=True, timeout=10, check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def containment(ctx: ToolContext) -> str | None:
+    """The bwrap binary commands will run under, or None when they run uncontained."""
+    if ctx.contain_commands is False:
+        return None
+    bwrap = find_bwrap()
+    if bwrap is not None and bwrap_works(bwrap):
+        return bwrap
+    if ctx.contain_commands:
+        raise ToolError(
+            "commands must run contained, but bubblewrap (bwrap) is missing or cannot create "
+            "a sandbox here; nothing was run."
+        )
+    return None
+
+
+# Order matters: mounts apply in sequence, and /dev and /proc must come after the root bind,
+# or the host's (nodev) view of /dev covers the fresh one.
+_BASE_MOUNTS = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
+
+
+def _isolation_flags() -> list[str]:
+    flags = [
+        "--unshare-net",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--die-with-parent",
+        # A new session: the command cannot push keystrokes into Rune's terminal (TIOCSTI).
+        "--new-session",
+    ]
+    if os.geteuid() == 0:
+        flags += ["--cap-drop", "ALL"]
+    return flags
+
+
+def _protected_candidates(root: Path) -> list[Path]:
+    names = [*PROTECTED_FILE_NAMES, *PROTECTED_DIR_NAMES]
+    return [root / n for n in names] + [root.joinpath(*seq) for seq in PROTECTED_SEQUENCES]
+
+
+def _scan_protected(top: Path, policy: SandboxPolicy) -> list[Path]:
+    """Existing protected paths below ``top``, breadth-first within a small budget."""
+    found: list[Path] = []
+    queue: list[tuple[Path, int]] = [(top, 0)]
+    visited = 0
+    while queue and visited < SCAN_DIRS:
+        here, depth = queue.pop(0)
+        visited += 1
+        try:
+            with os.scandir(here) as scan:
+                entries = list(scan)
+        except OSError:
+            continue
+        for entry in entries:
+            path = Path(entry.path)
+            if entry.name == ".git" and entry.is_dir(follow_symlinks=False):
+                found += [path / "hooks", path / "config"]
+            elif policy.protected_hit(path) is not None:
+                found.append(path)
+            elif entry.is_dir(follow_symlinks=False) and depth < SCAN_DEPTH:
+                queue.append((path, depth + 1))
+    return found
+
+
+def protected_binds(policy: SandboxPolicy, workspace: Path) -> tuple[list[Path], list[Path]]:
+    """(existing protected paths to re-bind read-only, missing ones to watch)."""
+    candidates: list[Path] = []
+    for root in policy.write_roots:
+        candidates += _protected_candidates(root)
+    candidates += _protected_candidates(workspace) + list(policy.protected_paths)
+    if any(workspace == r or workspace.is_relative_to(r) for r in policy.write_roots):
+        candidates += _scan_protected(workspace, policy)
+    binds: dict[Path, None] = {}
+    watch: list[Path] = []
+    for path in dict.fromkeys(candidates):
+        if not os.path.lexists(path):
+            watch.append(path)
+            continue
+        real = Path(os.path.realpath(path))
+        if any(real == r or real.is_relative_to(r) for r in policy.write_roots):
+            binds[real] = None
+    return list(binds)[:MAX_PROTECTED_BINDS], watch
+
+
+def bwrap_argv(
+    bwrap: str, policy: SandboxPolicy, workspace: Path, read_only: Iterable[Path]
+) -> list[str]:
+    """The bwrap prefix: read-only root, private /tmp, writable roots, protected paths re-bound."""
+    argv = [bwrap, *_isolation_flags(), *_BASE_MOUNTS, "--tmpfs", "/tmp"]
+    tmp = Path("/tmp")
+    # The private /tmp hides what lies below the real one; bring back what the policy can read.
+    visible = [r for r in policy.read_roots if r != tmp and r.is_relative_to(tmp)]
+    for path in dict.fromkeys([*visible, workspace]):
+        if path.is_relative_to(tmp) and path.exists():
+            argv += ["--ro-bind", str(path), str(path)]
+    for root in policy.write_roots:
+        if root.is_dir():
+            argv += ["--bind", str(root), str(root)]
+    for path in read_only:
+        argv += ["--ro-bind", str(path), str(path)]
+    return [*argv, "--chdir", str(workspace), "--"]
+
+
+# --- running ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    exit_code: int | None
+    timed_out: bool
+    head: bytes
+    tail: bytes
+    total: int
+
+
+class _CappedOutput:
+    """Keeps the first HEAD_BYTES and the last TAIL_BYTES of a stream, and its length."""
+
+    def __init__(self) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = HEAD_BYTES - len(self.head)
+        self.head += chunk[:room]
+        self.tail += chunk[room:] if room > 0 else chunk
+        del self.tail[:-TAIL_BYTES]
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def run_captured(argv: list[str], cwd: Path, timeout: float) -> Outcome:
+    """Run ``argv`` in its own process group; stdout and stderr together, capped."""
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as err:
+        raise ToolError(f"cannot start the command: {err.strerror or err}.") from None
+    assert proc.stdout is not None
+    output = _CappedOutput()
+    deadline = time.monotonic() + timeout
+    timed_out = False
+    with proc.stdout, selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        fd = proc.stdout.fileno()
+        while True:
+            now = time.monotonic()
+            if proc.poll() is not None:
+                deadline = min(deadline, now + EXIT_GRACE)
+            if now >= deadline:
+                timed_out = proc.returncode is None
+                break
+            if selector.select(timeout=min(deadline - now, 0.2)):
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                output.add(chunk)
+        # Whatever is left of the group (background jobs, a timed-out command) goes now.
+        _kill_group(proc.pid)
+        proc.wait()
+    code = None if timed_out else proc.returncode
+    return Outcome(code, timed_out, bytes(output.head), bytes(output.tail), output.total)
+
+
+def format_outcome(outcome: Outcome, timeout: float) -> str:
+    cut = outcome.total - len(outcome.head) - len(outcome.tail)
+    parts = [outcome.head.decode("utf-8", "replace")]
+    if cut > 0:
+        parts.append(
+            f"\n[... {cut} bytes cut from the middle; showing the first {len(outcome.head)} "
+            f"and the last {len(outcome.tail)} of {outcome.total} bytes ...]\n"
+        )
+    parts.append(outcome.tail.decode("utf-8", "replace"))
+    text, hidden = escape_hidden("".join(parts).rstrip("\n"))
+    if outcome.timed_out:
+        status = f"[timed out after {timeout:g} s; the whole process group was killed]"
+    else:
+        status = f"[exit code {outcome.exit_code}]"
+    return "\n".join(p for p in (text or "(no output)", hidden_note(hidden), status) if p)
+
+
+# --- the tool --------------------------------------------------------------------------------
+
+
+def _checked_command(args: Args) -> tuple[str, int]:
+    command = str(args["command"])
+    if not command.strip():
+        raise ToolInputError("command is empty.")
+    if "\0" in command:
+        raise ToolInputError("command contains a NUL byte, which no shell can run.")
+    return command, int(args.get("timeout", DEFAULT_TIMEOUT))
+
+
+def _shell() -> str:
+    return shutil.which("bash") or "/bin/sh"
+
+
+def _preview(ctx: ToolContext, command: str, timeout: int, bwrap: str | None) -> str:
+    shown, hidden = escape_hidden(command, keep="\n")
+    lines = [f"$ {shown}"]
+    if hidden:
+        lines.append(hidden_note(hidden))
+    lines.append(f"in {for_display(str(ctx.workspace))}, timeout {timeout} s")
+    if bwrap is not None:
+        lines.append(
+            "Contained (bubblewrap): no network; writes only inside "
+            f"{ctx.policy.describe_write_roots()} and a private /tmp; existing protected "
+            "files there are read-only."
+        )
+    else:
+        lines.append(
+            "NOT contained: bubblewrap is not available, so this command runs with your full "
+            "user rights. It can read, change or send anything you can."
+        )
+    return "\n".join(lines)
+
+
+def prepare_command(ctx: ToolContext, args: Args) -> PreparedChange:
+    command, timeout = _checked_command(args)
+    bwrap = containment(ctx)
+    first_line = escape_hidden(command.strip().splitlines()[0], keep="")[0]
+    return PreparedChange(
+        tool="run_command",
+        arguments=args,
+        summary=f"run_command: {first_line[:80]}",
+        preview=_preview(ctx, command, timeout, bwrap),
+        fingerprint={
+            "command": command,
+            "cwd": str(ctx.workspace),
+            "timeout": timeout,
+            "contained": bwrap is not None,
+        },
+        contained=bwrap is not None,
+    )
+
+
+def apply_command(ctx: ToolContext, change: PreparedChange) -> str:
+    fresh = prepare_command(ctx, change.arguments)
+    if thaw(fresh.fingerprint) != thaw(change.fingerprint):
+        raise ToolError(
+            "the command, its directory or its containment changed since it was approved; "
+            "nothing was run."
+        )
+    command, timeout = _checked_command(change.arguments)
+    bwrap = containment(ctx)
+    argv = [_shell(), "-c", command]
+    watch: list[Path] = []
+    if bwrap is not None:
+        read_only, watch = protected_binds(ctx.policy, ctx.workspace)
+        argv = [*bwrap_argv(bwrap, ctx.policy, ctx.workspace, read_only), *argv]
+    outcome = run_captured(argv, ctx.workspace, timeout)
+    report = format_outcome(outcome, timeout)
+    created = [p for p in watch if os.path.lexists(p)]
+    if created:
+        names = ", ".join(for_display(str(p), keep="") for p in created)
+        report += (
+            f"\nWARNING: the command created protected path(s) {names}. The sandbox cannot "
+            "stop a command creating a protected file that did not exist; review them."
+        )
+    return report
+
+
+RUN_COMMAND = BuiltinTool(
+    ToolSpec(
+        "run_command",
+        "Run a shell command in the workspace (bash -c). Always needs the user's approval. "
+        "Output is capped; a timeout kills the command and everything it started.",
+        object_schema(
+            {
+                "command": string_arg("The shell command to run."),
+                "timeout": integer_arg(
+                    f"Seconds before it is killed. Default {DEFAULT_TIMEOUT}.",
+                    minimum=1,
+                    maximum=MAX_TIMEOUT,
+                ),
+            },
+            ["command"],
+        ),
+        mutating=True,
+    ),
+    prepare=prepare_command,
+    apply=apply_command,
+)

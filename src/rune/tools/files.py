@@ -1,0 +1,262 @@
+"""File tools: read_file and list_dir (read-only); write_file and edit_file (prepared changes).
+
+A mutating file tool is a *plan* function: it validates the path through the write choke point
+and computes the whole new content, touching nothing. ``prepare`` shows the plan as a diff;
+``apply`` plans again, refuses unless the fresh plan has the approved fingerprint, and writes
+it with ``fs.atomic_write`` (which validates once more and re-checks the digest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rune.errors import ToolError, ToolInputError
+from rune.messages import thaw
+from rune.tools import fs
+from rune.tools.base import (
+    PATH_ARG,
+    Args,
+    BuiltinTool,
+    ToolContext,
+    integer_arg,
+    object_schema,
+    string_arg,
+)
+from rune.tools.display import for_display, unified_diff
+from rune.tools.sandbox import validate_read_path, validate_write_path
+from rune.tools.spec import PreparedChange, ToolSpec
+
+MAX_READ_BYTES = 256 * 1024
+MAX_EDIT_BYTES = 4 * 1024 * 1024
+DEFAULT_READ_LINES = 2000
+MAX_LIST_ENTRIES = 500
+
+
+# --- read-only -------------------------------------------------------------------------------
+
+
+def read_file(ctx: ToolContext, args: Args) -> str:
+    path = validate_read_path(args["path"], ctx.policy, ctx.workspace)
+    found = fs.read_regular_file(path, ctx.policy.read_roots, MAX_READ_BYTES)
+    shown = for_display(str(path))
+    if b"\0" in found.data[:8192]:
+        return f"{shown} is a binary file ({found.size} bytes); not shown."
+    lines = found.data.decode("utf-8", errors="replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        return f"{shown} is empty."
+    offset = int(args.get("offset", 1))
+    limit = int(args.get("limit", DEFAULT_READ_LINES))
+    if offset > len(lines):
+        return f"{shown} has {len(lines)} lines; offset {offset} is past the end."
+    chosen = lines[offset - 1 : offset - 1 + limit]
+    body = "\n".join(
+        f"{n:>6}\t{for_display(line, keep=chr(9))}" for n, line in enumerate(chosen, offset)
+    )
+    notes = []
+    last = offset + len(chosen) - 1
+    if last < len(lines):
+        notes.append(
+            f"[showing lines {offset}-{last} of {len(lines)}; use offset={last + 1} to read on]"
+        )
+    if found.truncated:
+        notes.append(f"[file is {found.size} bytes; only the first {MAX_READ_BYTES} were read]")
+    return "\n".join([body, *notes])
+
+
+def _describe(entry: fs.Entry) -> str:
+    name = for_display(entry.name, keep="")
+    if entry.kind == "dir":
+        return f"{name}/"
+    if entry.kind == "symlink":
+        return f"{name} -> {for_display(entry.target or '', keep='')}  [symlink, not followed]"
+    if entry.kind == "file":
+        return f"{name}  ({entry.size} bytes)"
+    return f"{name}  [{entry.kind}]"
+
+
+def list_dir(ctx: ToolContext, args: Args) -> str:
+    path = validate_read_path(args.get("path", "."), ctx.policy, ctx.workspace)
+    entries = fs.list_entries(path, ctx.policy.read_roots)
+    header = f"{for_display(str(path))}: {len(entries)} entries"
+    lines = [_describe(e) for e in entries[:MAX_LIST_ENTRIES]]
+    if len(entries) > MAX_LIST_ENTRIES:
+        lines.append(f"[{len(entries) - MAX_LIST_ENTRIES} more entries not shown]")
+    return "\n".join([header, *lines])
+
+
+# --- prepared file changes -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FilePlan:
+    """A validated file change: the resolved path, its content now (None: absent), and after."""
+
+    path: Path
+    before: bytes | None
+    after: bytes
+
+    @property
+    def digest(self) -> str | None:
+        return None if self.before is None else fs.digest_bytes(self.before)
+
+    def fingerprint(self) -> dict[str, str | None]:
+        return {
+            "path": str(self.path),
+            "sha256": self.digest,
+            "new_sha256": fs.digest_bytes(self.after),
+        }
+
+
+Planner = Callable[[ToolContext, Args], FilePlan]
+
+
+def current_content(ctx: ToolContext, raw_path: str) -> tuple[Path, bytes | None]:
+    """Validate ``raw_path`` for writing and read what is there now (None when absent)."""
+    path = validate_write_path(raw_path, ctx.policy, ctx.workspace)
+    return path, fs.read_existing(path, ctx.policy.write_roots, MAX_EDIT_BYTES)
+
+
+def decode_text(path: Path, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolError(
+            f"{for_display(str(path))} is not UTF-8 text; edit it with write_file or run_command."
+        ) from None
+
+
+def plan_write(ctx: ToolContext, args: Args) -> FilePlan:
+    path, before = current_content(ctx, args["path"])
+    return FilePlan(path, before, str(args["content"]).encode("utf-8", "surrogateescape"))
+
+
+def plan_edit(ctx: ToolContext, args: Args) -> FilePlan:
+    old_text, new_text = str(args["old_text"]), str(args["new_text"])
+    if not old_text:
+        raise ToolInputError("old_text is empty; give the exact text to replace.")
+    path, before = current_content(ctx, args["path"])
+    if before is None:
+        raise ToolError(f"{for_display(str(path))} does not exist; create it with write_file.")
+    text = decode_text(path, before)
+    count = text.count(old_text)
+    if count != 1:
+        hint = (
+            "copy the text exactly as read_file shows it, without the line numbers"
+            if count == 0
+            else "include more surrounding lines so it matches exactly once"
+        )
+        raise ToolError(
+            f"old_text matches {count} times in {for_display(str(path))}; it must match exactly "
+            f"once: {hint}."
+        )
+    return FilePlan(path, before, text.replace(old_text, new_text, 1).encode("utf-8"))
+
+
+def _prepare(tool: str, planner: Planner) -> Callable[[ToolContext, Args], PreparedChange]:
+    def prepare(ctx: ToolContext, args: Args) -> PreparedChange:
+        plan = planner(ctx, args)
+        shown = for_display(str(plan.path), keep="")
+        if plan.after == plan.before:
+            raise ToolError(f"nothing to change: {shown} already has exactly this content.")
+        verb = "create" if plan.before is None else "modify"
+        return PreparedChange(
+            tool=tool,
+            arguments=args,
+            summary=f"{tool}: {verb} {shown} ({len(plan.after)} bytes)",
+            preview=unified_diff(plan.path, plan.before, plan.after),
+            fingerprint=plan.fingerprint(),
+        )
+
+    return prepare
+
+
+def _apply(planner: Planner) -> Callable[[ToolContext, PreparedChange], str]:
+    def apply(ctx: ToolContext, change: PreparedChange) -> str:
+        fresh = planner(ctx, change.arguments)
+        if fresh.fingerprint() != thaw(change.fingerprint):
+            raise ToolError(
+                f"{for_display(str(fresh.path))} changed since this change was prepared (or "
+                "now resolves elsewhere); nothing was written. Read it again and prepare a "
+                "new change."
+            )
+        written = fs.atomic_write(
+            fresh.path,
+            fresh.after,
+            ctx.policy,
+            workspace=ctx.workspace,
+            expected_digest=fresh.digest,
+        )
+        return f"wrote {for_display(str(written))} ({len(fresh.after)} bytes)"
+
+    return apply
+
+
+def file_change_tool(spec: ToolSpec, planner: Planner) -> BuiltinTool:
+    """A mutating tool whose change is fully described by ``planner``."""
+    return BuiltinTool(spec, prepare=_prepare(spec.name, planner), apply=_apply(planner))
+
+
+READ_FILE = BuiltinTool(
+    ToolSpec(
+        "read_file",
+        "Read a text file. Lines come numbered; use offset/limit for long files.",
+        object_schema(
+            {
+                "path": PATH_ARG,
+                "offset": integer_arg("First line to show (1-based). Default 1.", minimum=1),
+                "limit": integer_arg(
+                    f"How many lines to show. Default {DEFAULT_READ_LINES}.", minimum=1
+                ),
+            },
+            ["path"],
+        ),
+    ),
+    run=read_file,
+)
+
+LIST_DIR = BuiltinTool(
+    ToolSpec(
+        "list_dir",
+        "List a directory: names, sizes, and symlink targets (symlinks are not followed).",
+        object_schema(
+            {"path": string_arg("Directory, absolute or relative to the workspace. Default '.'.")},
+            [],
+        ),
+    ),
+    run=list_dir,
+)
+
+WRITE_FILE = file_change_tool(
+    ToolSpec(
+        "write_file",
+        "Create or overwrite a file with the given content. Needs the user's approval.",
+        object_schema(
+            {"path": PATH_ARG, "content": string_arg("The complete new content of the file.")},
+            ["path", "content"],
+        ),
+        mutating=True,
+    ),
+    plan_write,
+)
+
+EDIT_FILE = file_change_tool(
+    ToolSpec(
+        "edit_file",
+        "Replace one exact piece of text in a file. old_text must occur exactly once. "
+        "Needs the user's approval.",
+        object_schema(
+            {
+                "path": PATH_ARG,
+                "old_text": string_arg("The exact text to replace (must occur exactly once)."),
+                "new_text": string_arg("The text to put in its place."),
+            },
+            ["path", "old_text", "new_text"],
+        ),
+        mutating=True,
+    ),
+    plan_edit,
+)

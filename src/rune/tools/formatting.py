@@ -1,0 +1,81 @@
+"""format_code: ruff for Python, as a prepared file change.
+
+The file's current content goes to ``ruff format`` on stdin and the formatted text comes back
+on stdout, so computing the diff writes nothing anywhere; ``--stdin-filename`` lets ruff find
+the project's own configuration. Applying writes through ``fs.atomic_write`` like every edit.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from rune.errors import ToolError
+from rune.tools.base import PATH_ARG, Args, ToolContext, object_schema
+from rune.tools.display import for_display
+from rune.tools.files import FilePlan, current_content, decode_text, file_change_tool
+from rune.tools.spec import ToolSpec
+
+PYTHON_SUFFIXES = (".py", ".pyi")
+FORMAT_TIMEOUT = 30.0
+
+
+def find_ruff() -> str | None:
+    """ruff from the running interpreter's environment first, then PATH."""
+    env_bin = os.path.dirname(sys.executable)
+    search_path = os.pathsep.join(p for p in (env_bin, os.environ.get("PATH", "")) if p)
+    return shutil.which("ruff", path=search_path)
+
+
+def ruff_format(ruff: str, path: Path, source: bytes) -> bytes:
+    try:
+        done = subprocess.run(
+            [ruff, "format", "--no-cache", "--stdin-filename", str(path), "-"],
+            input=source,
+            capture_output=True,
+            timeout=FORMAT_TIMEOUT,
+            cwd=path.parent,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise ToolError(f"ruff took longer than {FORMAT_TIMEOUT:.0f} s; nothing changed.") from None
+    except OSError as err:
+        raise ToolError(f"cannot run ruff ({ruff}): {err.strerror or err}.") from None
+    if done.returncode != 0:
+        message = done.stderr.decode("utf-8", "replace").strip() or f"exit {done.returncode}"
+        raise ToolError(f"ruff could not format {for_display(str(path))}: {for_display(message)}")
+    return done.stdout
+
+
+def plan_format(ctx: ToolContext, args: Args) -> FilePlan:
+    path, before = current_content(ctx, args["path"])
+    shown = for_display(str(path))
+    if before is None:
+        raise ToolError(f"{shown} does not exist.")
+    if path.suffix.lower() not in PYTHON_SUFFIXES:
+        raise ToolError(
+            f"no formatter for {shown}: Rune formats Python files ({', '.join(PYTHON_SUFFIXES)}) "
+            "with ruff. Edit other files with edit_file."
+        )
+    ruff = find_ruff()
+    if ruff is None:
+        raise ToolError(
+            "no formatter available: ruff is not installed in Rune's environment or on PATH "
+            "(pip install ruff)."
+        )
+    decode_text(path, before)
+    return FilePlan(path, before, ruff_format(ruff, path, before))
+
+
+FORMAT_CODE = file_change_tool(
+    ToolSpec(
+        "format_code",
+        "Format a Python file with ruff. Shows the diff and needs the user's approval.",
+        object_schema({"path": PATH_ARG}, ["path"]),
+        mutating=True,
+    ),
+    plan_format,
+)
