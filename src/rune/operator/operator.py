@@ -1,0 +1,360 @@
+"""``RuneOperator``: a conversation of many user turns over ``LocalToolRuntime``.
+
+Each :meth:`RuneOperator.send` is one user turn with its own iteration budget. The system
+context is assembled from contributors once per turn (:mod:`rune.operator.blocks`) and fitted
+into the model's window by :class:`rune.operator.budget.ContextBudget`; within a turn the
+prompt only grows at its end, so the server's prompt cache serves the prefix.
+
+With a session, everything is journaled as it happens: the user message before the model is
+called, the loop's messages before every model call (and when the turn ends or pauses), each
+tool event as it finishes, the pause with its state, and each decision. After a crash,
+:meth:`RuneOperator.resume` continues from the journal: a waiting approval is shown again, a
+journaled decision is carried out, and an interrupted turn redoes only the model call that had
+not been checkpointed (the resumed part of that turn gets a fresh iteration budget).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from rune import events as ev
+from rune.errors import ApprovalError, InvalidPendingState
+from rune.local_tool_runtime import MAX_ITERATIONS, LocalToolRuntime, ShapedRequest
+from rune.messages import (
+    ChatResult,
+    Message,
+    OperatorResponse,
+    PendingApproval,
+    thaw,
+    with_pending,
+)
+from rune.operator.blocks import (
+    ContextBlock,
+    environment_block,
+    project_block,
+    system_block,
+    tools_block,
+)
+from rune.operator.budget import ContextBudget, split_system
+from rune.sessions import journal
+from rune.sessions.store import Session, pending_record
+from rune.tools.sandbox import SandboxPolicy
+from rune.tools.spec import Executor
+from rune.transport.base import Transport
+
+Contributor = Callable[[], ContextBlock | None]
+_STATE_RECORDS = (journal.USER, journal.PENDING, journal.DECISION, journal.TURN_END)
+
+
+def pending_to_json(pending: PendingApproval) -> dict[str, Any]:
+    return {
+        "name": pending.name,
+        "arguments": thaw(pending.arguments),
+        "summary": pending.summary,
+        "preview": pending.preview,
+        "contained": pending.contained,
+    }
+
+
+def pending_from_json(data: Mapping[str, Any]) -> PendingApproval:
+    return PendingApproval(
+        name=str(data["name"]),
+        arguments=dict(data["arguments"]),
+        summary=str(data["summary"]),
+        preview=str(data["preview"]),
+        contained=data.get("contained"),
+    )
+
+
+class _JournalingShaper:
+    """The runtime's shaper: checkpoints the conversation, then lets the budget fit it."""
+
+    def __init__(self, operator: RuneOperator) -> None:
+        self._operator = operator
+
+    def shape(self, model: str, messages: list[Message]) -> ShapedRequest:
+        self._operator._checkpoint(messages)
+        shaped = self._operator.budget.shape(model, messages)
+        for item in shaped.evicted:
+            self._operator.on_event(ev.Warning(f"evicted to fit the context window: {item}"))
+        return shaped
+
+    def observe(self, shaped: ShapedRequest, result: ChatResult) -> None:
+        self._operator.budget.observe(shaped, result)
+
+
+class RuneOperator:
+    """Drives a conversation: ``send`` a user turn, ``approve``/``reject`` a pause."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        executor: Executor,
+        *,
+        model: str,
+        max_iterations: int = MAX_ITERATIONS,
+        session: Session | None = None,
+        max_context: int | None = None,
+        reserve_output_tokens: int = 1024,
+        system_prompt: str | None = None,
+        think: bool | None = None,
+        options: Mapping[str, Any] | None = None,
+        on_event: ev.EventSink | None = None,
+    ) -> None:
+        self.transport = transport
+        self.executor = executor
+        self.model = model
+        self.system_prompt = system_prompt
+        self.on_event: ev.EventSink = on_event or ev.ignore
+        self.budget = ContextBudget(
+            transport,
+            max_context=max_context,
+            reserve_output_tokens=reserve_output_tokens,
+            tools=[spec.schema() for spec in executor.specs()],
+            options=options,
+        )
+        self._runtime = LocalToolRuntime(
+            transport,
+            executor,
+            model=model,
+            max_iterations=max_iterations,
+            think=think,
+            shaper=_JournalingShaper(self),
+            on_event=self._on_loop_event,
+        )
+        self.contributors: list[Contributor] = [
+            self._contributor_system,
+            self._contributor_tools,
+            self._contributor_environment,
+            self._contributor_project,
+        ]
+        self.session: Session | None = None
+        self._history: list[Message] = []
+        self._turn_starts: list[int] = []
+        self._journaled = 0
+        self._turn_blocks: tuple[ContextBlock, ...] | None = None
+        self._pending_state: dict[str, Any] | None = None
+        self._pending: PendingApproval | None = None
+        if session is not None:
+            self._attach(session)
+
+    @classmethod
+    def from_session(
+        cls, transport: Transport, executor: Executor, session: Session, **settings: Any
+    ) -> RuneOperator:
+        """An operator rebuilt from a session journal (model from its header unless given)."""
+        settings.setdefault("model", str(session.meta.get("model", "")))
+        return cls(transport, executor, session=session, **settings)
+
+    # --- state --------------------------------------------------------------------------
+
+    @property
+    def pending(self) -> PendingApproval | None:
+        return self._pending
+
+    @property
+    def history(self) -> list[Message]:
+        """The conversation so far, without the system context (plain dicts, copies)."""
+        return [thaw(m) for m in self._history]
+
+    # --- contributors -------------------------------------------------------------------
+
+    def context_blocks(self) -> list[ContextBlock]:
+        return [block for contributor in self.contributors if (block := contributor()) is not None]
+
+    def _contributor_system(self) -> ContextBlock:
+        return system_block(self.system_prompt)
+
+    def _contributor_tools(self) -> ContextBlock:
+        return tools_block(self.executor.specs())
+
+    def _sandbox(self) -> tuple[Path, SandboxPolicy] | None:
+        workspace = getattr(self.executor, "workspace", None)
+        policy = getattr(self.executor, "policy", None)
+        if isinstance(workspace, Path) and isinstance(policy, SandboxPolicy):
+            return workspace, policy
+        return None
+
+    def _contributor_environment(self) -> ContextBlock | None:
+        sandbox = self._sandbox()
+        if sandbox is None:
+            return None
+        return environment_block(
+            *sandbox, self.executor.specs(), commands_contained=self._commands_contained
+        )
+
+    @cached_property
+    def _commands_contained(self) -> bool | None:
+        # Probed once per operator: whether bubblewrap works does not change mid-session.
+        probe = getattr(self.executor, "commands_contained", None)
+        return probe() if callable(probe) else None
+
+    def _contributor_project(self) -> ContextBlock | None:
+        sandbox = self._sandbox()
+        if sandbox is None:
+            return None
+        found = project_block(*sandbox)
+        for warning in found.warnings:
+            self.on_event(ev.Warning(warning))
+        return found.block
+
+    # --- the conversation ---------------------------------------------------------------
+
+    def send(self, text: str) -> OperatorResponse:
+        """One user turn: the loop runs until the model answers, pauses, or must stop."""
+        if self._pending_state is not None:
+            raise ApprovalError(
+                "a change is waiting for approval; approve() or reject() it before sending "
+                "a new message"
+            )
+        message: Message = {"role": "user", "content": str(text)}
+        self._turn_starts.append(len(self._history))
+        self._history.append(message)
+        self._record(journal.USER, {"message": message})
+        self._journaled = len(self._history)
+        self._turn_blocks = tuple(self.context_blocks())
+        return self._drive(lambda runtime: runtime.run(self._history))
+
+    def approve(self) -> OperatorResponse:
+        """Apply the change the turn waits on (re-validated by the executor), then go on."""
+        state = self._take_pending()
+        self._record(journal.DECISION, {"decision": "approved", "reason": ""})
+        return self._drive(lambda runtime: runtime.approve(state))
+
+    def reject(self, reason: str = "") -> OperatorResponse:
+        """Refuse the change the turn waits on; the model hears ``reason`` and goes on."""
+        state = self._take_pending()
+        self._record(journal.DECISION, {"decision": "rejected", "reason": reason})
+        return self._drive(lambda runtime: runtime.reject(state, reason))
+
+    def resume(self, session: Session | None = None) -> OperatorResponse | None:
+        """Pick up where the journal left off (attaching ``session`` first when given).
+
+        Returns the paused response when an approval waits (same preview, same binding),
+        the result of finishing an interrupted turn, or None when the last turn had ended.
+        """
+        if session is not None:
+            self._attach(session)
+        if self.session is None:
+            return None
+        if self._pending_state is not None:
+            return self._paused_response()
+        records = [r for r in self.session.records if r.kind in _STATE_RECORDS]
+        last = records[-1] if records else None
+        if last is None or last.kind == journal.TURN_END:
+            return None
+        if last.kind == journal.DECISION and not self._messages_after(last.line):
+            pending = records[-2] if len(records) > 1 else None
+            if pending is None or pending.kind != journal.PENDING:
+                return None
+            state = dict(pending.data["state"])
+            if last.data.get("decision") == "approved":
+                return self._drive(lambda runtime: runtime.approve(state))
+            reason = str(last.data.get("reason", ""))
+            return self._drive(lambda runtime: runtime.reject(state, reason))
+        if (
+            self._history
+            and self._history[-1].get("role") == "assistant"
+            and not (self._history[-1].get("tool_calls"))
+        ):
+            # The answer was journaled; only the end-of-turn record was not.
+            answer = OperatorResponse(
+                success=True,
+                text=str(self._history[-1].get("content") or ""),
+                messages=tuple(self._history),
+            )
+            self._record(journal.TURN_END, self._turn_summary(answer))
+            return answer
+        return self._drive(lambda runtime: runtime.run(self._history))
+
+    # --- internals ----------------------------------------------------------------------
+
+    def _attach(self, session: Session) -> None:
+        self.session = session
+        self._history = session.messages
+        self._turn_starts = session.turn_starts
+        self._journaled = len(self._history)
+        self._turn_blocks = None
+        record = pending_record(session.records)
+        if record is not None:
+            self._pending_state = dict(record.data["state"])
+            self._pending = pending_from_json(record.data["pending"])
+        else:
+            self._pending_state = self._pending = None
+
+    def _messages_after(self, line: int) -> bool:
+        assert self.session is not None
+        return any(r.kind == journal.MESSAGE and r.line > line for r in self.session.records)
+
+    def _take_pending(self) -> dict[str, Any]:
+        if self._pending_state is None:
+            raise InvalidPendingState("nothing is waiting for approval")
+        state = self._pending_state
+        self._pending_state = self._pending = None
+        return state
+
+    def _record(self, kind: str, data: Mapping[str, Any]) -> None:
+        if self.session is not None:
+            self.session.append(kind, data)
+
+    def _checkpoint(self, messages: list[Message] | tuple[Mapping[str, Any], ...]) -> None:
+        """Journal the messages the loop added since the last checkpoint."""
+        _, conversation = split_system([thaw(m) for m in messages])
+        for message in conversation[self._journaled :]:
+            self._record(journal.MESSAGE, {"message": message})
+        self._journaled = max(self._journaled, len(conversation))
+
+    def _drive(self, step: Callable[[LocalToolRuntime], OperatorResponse]) -> OperatorResponse:
+        if self._turn_blocks is None:
+            self._turn_blocks = tuple(self.context_blocks())
+        self.budget.start_turn(self._turn_blocks, self._turn_starts)
+        response = step(self._runtime)
+        conversation = None
+        if response.messages:
+            _, conversation = split_system([thaw(m) for m in response.messages])
+        if response.paused and response.pending is not None:
+            # The pause first: it carries every message, so a crash right after loses nothing.
+            state = response.pending_state
+            self._record(
+                journal.PENDING, {"state": state, "pending": pending_to_json(response.pending)}
+            )
+            self._pending_state, self._pending = state, response.pending
+        if conversation is not None:
+            self._checkpoint(conversation)
+            self._history = conversation
+        if not response.paused:
+            self._record(journal.TURN_END, self._turn_summary(response))
+            self._turn_blocks = None
+        return response
+
+    def _turn_summary(self, response: OperatorResponse) -> dict[str, Any]:
+        return {
+            "success": response.success,
+            "text": response.text,
+            "error": response.error,
+            "error_kind": response.error_kind,
+            "iterations_used": response.iterations_used,
+            "iteration_budget": response.iteration_budget,
+            "evicted": list(response.evicted),
+            "warnings": list(response.warnings),
+        }
+
+    def _paused_response(self) -> OperatorResponse:
+        state = self._pending_state or {}
+        response = OperatorResponse(
+            success=False,
+            iterations_used=int(state.get("iterations_used", 0)),
+            iteration_budget=int(state.get("iteration_budget", self._runtime.max_iterations)),
+            pending=self._pending,
+            messages=tuple(self._history),
+            evicted=tuple(state.get("evicted", ())),
+        )
+        return with_pending(response, state)
+
+    def _on_loop_event(self, event: ev.LoopEvent) -> None:
+        if isinstance(event, ev.ToolFinished):
+            self._record(journal.TOOL_EVENT, {"event": event.event.to_json()})
+        self.on_event(event)
