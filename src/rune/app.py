@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from rune import events as ev
-from rune.config import DEFAULT_OLLAMA_HOST, ApprovalMode, LoadedConfig, Settings
+from rune.config import ApprovalMode, LoadedConfig, Settings
 from rune.errors import BackendUnavailable, ConfigError, RuneError
 from rune.messages import OperatorResponse, PendingApproval
 from rune.tool_executor import ToolExecutor
@@ -30,6 +30,8 @@ BackendKind = Literal["ollama", "openai", "embedded", "scripted"]
 # (commands, tools added later) needs `--yes --yes`, so an unknown tool fails closed.
 FILE_EDIT_TOOLS = frozenset({"write_file", "edit_file", "format_code"})
 OLLAMA_PROBE_SECONDS = 1.0
+# A 135M model left alone rambles for minutes on two cores; the demo caps each reply.
+DEMO_MODEL_MAX_OUTPUT_TOKENS = 256
 RECOMMENDED_MODEL = "qwen3"
 DEMO_MODEL_NOTICE = (
     "The built-in SmolLM2-135M model is a demonstration: it shows the loop working on a real "
@@ -109,13 +111,18 @@ class BackendChoice:
 
     @property
     def label(self) -> str:
+        """What a session records, and :func:`_settings_for_session` reads back."""
         if self.kind == "embedded":
             return f"embedded:{self.model_path}"
-        return self.url or self.kind
+        if self.kind == "openai":
+            return str(self.url)
+        return self.kind
 
 
 def ollama_host(settings: Settings) -> str:
-    return settings.ollama_host or DEFAULT_OLLAMA_HOST
+    from rune.transport.ollama import resolve_host
+
+    return resolve_host(settings.ollama_host)
 
 
 def ollama_answers(host: str, timeout: float = OLLAMA_PROBE_SECONDS) -> bool:
@@ -178,13 +185,17 @@ def choose_backend(
 
 
 def open_transport(
-    choice: BackendChoice, settings: Settings, stack: ExitStack
+    choice: BackendChoice, settings: Settings, stack: ExitStack, *, replayed: int = 0
 ) -> tuple[Transport, str]:
-    """Start what ``choice`` needs (closed by ``stack``); return the transport and model name."""
+    """Start what ``choice`` needs (closed by ``stack``); return the transport and model name.
+
+    ``replayed`` is how many model turns a resumed session already holds: the scripted
+    backend skips that many, so it goes on where it stopped.
+    """
     if choice.kind == "scripted":
         from rune.demo import SCRIPTED_MODEL, scripted_demo_transport
 
-        return scripted_demo_transport(), settings.model or SCRIPTED_MODEL
+        return scripted_demo_transport(skip=replayed), settings.model or SCRIPTED_MODEL
     if choice.kind == "ollama":
         from rune.transport.ollama import OllamaChatTransport
 
@@ -203,8 +214,7 @@ def open_transport(
                 "install it with: pip install 'rune[embedded]'"
             ) from None
         server = stack.enter_context(EmbeddedLlamaServer(choice.model_path))
-        url = server.base_url
-        model = choice.model_path.stem
+        url, model = server.base_url, server.model
     else:
         url, model = str(choice.url), settings.model or ""
     from rune.transport.openai_compat import OpenAICompatTransport
@@ -246,6 +256,8 @@ class Driver(Protocol):
     def pending(self) -> PendingApproval | None: ...
 
     def send(self, text: str) -> OperatorResponse: ...
+
+    def resume(self) -> OperatorResponse | None: ...
 
     def approve(self) -> OperatorResponse: ...
 
@@ -302,7 +314,8 @@ def open_rune(
             stack.callback(_close, session)
             settings = _settings_for_session(loaded, session)
         choice = choose_backend(settings)
-        transport, model = open_transport(choice, settings, stack)
+        replayed = _assistant_turns(session) if session is not None else 0
+        transport, model = open_transport(choice, settings, stack, replayed=replayed)
         caps = capabilities(transport, model)
         if session is None:
             session = store.create(
@@ -321,9 +334,21 @@ def open_rune(
             session=session,
             max_context=settings.max_context,
             think=settings.think,
+            options=_generation_options(settings, choice),
             on_event=relay,
         )
         yield Rune(settings, choice, transport, model, caps, operator, session.id, relay)
+
+
+def _generation_options(settings: Settings, choice: BackendChoice) -> dict[str, Any] | None:
+    limit = settings.max_output_tokens
+    if limit is None and choice.demo_model:
+        limit = DEMO_MODEL_MAX_OUTPUT_TOKENS
+    return None if limit is None else {"num_predict": limit}
+
+
+def _assistant_turns(session: Any) -> int:
+    return sum(1 for m in session.messages if m.get("role") == "assistant")
 
 
 def _close(resource: Any) -> None:
@@ -335,19 +360,18 @@ def _close(resource: Any) -> None:
 def _settings_for_session(loaded: LoadedConfig, session: Any) -> Settings:
     """A resumed session keeps its model, backend and workspace unless a flag says otherwise."""
     recorded: dict[str, Any] = {}
+    meta = session.meta
     flagged = {k for k, src in loaded.sources.items() if src.startswith("flag")}
     if "model" not in flagged:
-        recorded["model"] = session.model
-    if "workspace" not in flagged:
-        recorded["workspace"] = Path(session.workspace)
+        recorded["model"] = meta.get("model") or None
+    if "workspace" not in flagged and meta.get("workspace"):
+        recorded["workspace"] = Path(meta["workspace"])
     if "backend" not in flagged:
-        backend = str(session.backend)
+        backend = str(meta.get("backend") or "")
         if backend.startswith("embedded:"):
             recorded["backend"] = "embedded"
             recorded["embedded_model"] = Path(backend.removeprefix("embedded:"))
             recorded["model"] = None
-        elif backend == DEFAULT_OLLAMA_HOST or backend == ollama_host(loaded.settings):
-            recorded["backend"] = "ollama"
         else:
             recorded["backend"] = backend
     return loaded.settings.model_copy(update=recorded)

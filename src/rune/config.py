@@ -15,7 +15,6 @@ widen it are dropped and reported in :attr:`LoadedConfig.refused`.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import tomllib
 from collections.abc import Mapping
@@ -30,7 +29,6 @@ from rune.errors import ConfigError
 
 ApprovalMode = Literal["ask", "edits", "all"]
 NAMED_BACKENDS = ("ollama", "embedded", "scripted")
-DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 
 # key -> (what it means, what is allowed); the order is the order `rune config` shows.
 KEYS: dict[str, tuple[str, str]] = {
@@ -39,7 +37,7 @@ KEYS: dict[str, tuple[str, str]] = {
         "model server",
         "'ollama', 'embedded', 'scripted' or an http(s) base URL of an OpenAI-compatible server",
     ),
-    "ollama_host": ("where Ollama listens", "an http(s) URL or host:port"),
+    "ollama_host": ("where Ollama listens", "host[:port] or an http(s) URL, as OLLAMA_HOST"),
     "api_key": ("API key for an OpenAI-compatible server", "a string"),
     "embedded_model": ("GGUF file for the embedded backend", "a path to a .gguf file"),
     "workspace": ("the project directory", "a directory path"),
@@ -50,11 +48,14 @@ KEYS: dict[str, tuple[str, str]] = {
     ),
     "max_context": ("context window cap in tokens", "an integer of at least 512"),
     "think": ("ask thinking models to think", "true or false"),
+    "max_output_tokens": ("cap on tokens per model reply", "an integer of at least 16"),
     "sandbox.workspace_only": ("read and write only the workspace", "true or false"),
     "sandbox.write_roots": ("extra directories Rune may write", "a list of directory paths"),
     "sandbox.read_roots": ("extra directories Rune may read", "a list of directory paths"),
 }
 ENV_PREFIX = "RUNE_"
+# Settings whose command-line flag is not simply --<key>.
+FLAG_NAMES = {"approval": "--yes"}
 # Ollama's own variable, honoured below RUNE_OLLAMA_HOST.
 OLLAMA_ENV = "OLLAMA_HOST"
 
@@ -82,6 +83,7 @@ class Settings(BaseModel):
     approval: ApprovalMode = "ask"
     max_context: Annotated[int, Field(ge=512)] | None = None
     think: bool | None = None
+    max_output_tokens: Annotated[int, Field(ge=16)] | None = None
     sandbox_workspace_only: bool = False
     sandbox_write_roots: tuple[Path, ...] = ()
     sandbox_read_roots: tuple[Path, ...] = ()
@@ -101,11 +103,13 @@ class Settings(BaseModel):
     def _host(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        url = value if "://" in value else f"http://{value}"
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("not a URL or host:port")
-        return url.rstrip("/")
+        from rune.transport.ollama import resolve_host
+
+        try:
+            resolve_host(value)
+        except ConfigError as err:
+            raise ValueError(str(err)) from None
+        return value.strip()
 
     @field_validator("embedded_model", "workspace")
     @classmethod
@@ -141,14 +145,12 @@ def project_config_file(workspace: Path) -> Path:
     return workspace / ".rune" / "config.toml"
 
 
-def is_loopback_url(url: str) -> bool:
-    host = urlsplit(url if "://" in url else f"http://{url}").hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def is_local_server(key: str, value: str) -> bool:
+    """Whether a ``backend`` URL or ``ollama_host`` points at this machine."""
+    from rune.transport.http import is_loopback
+    from rune.transport.ollama import resolve_host
+
+    return is_loopback(resolve_host(value) if key == "ollama_host" else value)
 
 
 def load(
@@ -169,7 +171,9 @@ def load(
     sources: dict[str, str] = {key: "default" for key in KEYS}
     files: list[Path] = []
 
-    def apply(layer: Mapping[str, Any], source: str, origin: Mapping[str, str] | None = None):
+    def apply(
+        layer: Mapping[str, Any], source: str, origin: Mapping[str, str] | None = None
+    ) -> None:
         _validate_layer(layer, source, origin)
         for key, value in layer.items():
             values[key] = value
@@ -196,7 +200,9 @@ def load(
 
     env_values, env_origin = _env_layer(env)
     apply(env_values, "environment", env_origin)
-    apply(flags, "flag", {k: f"flag --{k.replace('_', '-')}" for k in flags})
+    apply(
+        flags, "flag", {k: "flag " + FLAG_NAMES.get(k, "--" + k.replace("_", "-")) for k in flags}
+    )
 
     settings = Settings.model_validate({_field(k): v for k, v in values.items()})
     return LoadedConfig(settings, sources, tuple(refused), tuple(files))
@@ -237,13 +243,13 @@ def _env_layer(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
     return values, origin
 
 
-def _validate_layer(layer: Mapping[str, Any], source: str, origin: Mapping[str, str] | None = None):
+def _validate_layer(
+    layer: Mapping[str, Any], source: str, origin: Mapping[str, str] | None = None
+) -> None:
     unknown = [key for key in layer if key not in KEYS]
     if unknown:
         where = origin[unknown[0]] if origin else source
-        raise ConfigError(
-            f"{where}: unknown key {unknown[0]!r}. Known keys: {', '.join(KEYS)}."
-        )
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}. Known keys: {', '.join(KEYS)}.")
     try:
         Settings.model_validate({_field(k): v for k, v in layer.items()})
     except ValidationError as err:
@@ -284,16 +290,10 @@ def _narrow(
                 kept[key] = value
             else:
                 refuse(key, "a project file may not lift the user's workspace_only")
-        elif key in ("backend", "ollama_host") and isinstance(value, str) and "://" in value:
-            if is_loopback_url(value):
-                kept[key] = value
-            else:
-                refuse(key, "a project file may only point Rune at a server on this machine")
-        elif key == "ollama_host":
-            if is_loopback_url(str(value)):
-                kept[key] = value
-            else:
-                refuse(key, "a project file may only point Rune at a server on this machine")
+        elif (key == "ollama_host" or (key == "backend" and value not in NAMED_BACKENDS)) and (
+            not is_local_server(key, str(value))
+        ):
+            refuse(key, "a project file may only point Rune at a server on this machine")
         else:
             kept[key] = value
     return kept, refused

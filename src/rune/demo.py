@@ -57,21 +57,22 @@ def _call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"function": {"name": name, "arguments": arguments}}
 
 
-def scripted_demo_transport() -> ScriptedTransport:
-    """A model that reads calc.py, rewrites it with the fix, and says what it did."""
-    return ScriptedTransport(
-        [
-            {
-                "thinking": "The task names calc.py; I should read it before changing it.",
-                "content": "Let me look at calc.py first.",
-                "tool_calls": [_call("read_file", path="calc.py")],
-            },
-            {
-                "thinking": "add() subtracts. It must return a + b.",
-                "content": "add() returns a - b; it should return a + b. Fixing it.",
-                "tool_calls": [_call("write_file", path="calc.py", content=FIXED_CALC)],
-            },
-            {"content": "Fixed: add() in calc.py now returns a + b, so add(2, 3) == 5."},
-        ],
-        thinking=True,
-    )
+def scripted_demo_transport(*, skip: int = 0) -> ScriptedTransport:
+    """A model that reads calc.py, rewrites it with the fix, and says what it did.
+
+    ``skip`` drops the turns a resumed session has already had.
+    """
+    turns: list[dict[str, Any]] = [
+        {
+            "thinking": "The task names calc.py; I should read it before changing it.",
+            "content": "Let me look at calc.py first.",
+            "tool_calls": [_call("read_file", path="calc.py")],
+        },
+        {
+            "thinking": "add() subtracts. It must return a + b.",
+            "content": "add() returns a - b; it should return a + b. Fixing it.",
+            "tool_calls": [_call("write_file", path="calc.py", content=FIXED_CALC)],
+        },
+        {"content": "Fixed: add() in calc.py now returns a + b, so add(2, 3) == 5."},
+    ]
+    return ScriptedTransport(turns[skip:], thinking=True)

@@ -1,0 +1,7 @@
+"""``python -m rune.cli``."""
+
+import sys
+
+from rune.cli import main
+
+sys.exit(main())

@@ -1,0 +1,252 @@
+"""The subcommands. Each returns an exit status; expected failures print one clear line."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from rune.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PENDING, EXIT_USAGE
+from rune.cli.render import ConsoleReporter, ask_decision
+from rune.config import KEYS, ApprovalMode, LoadedConfig, load
+from rune.errors import ConfigError, RuneError
+from rune.messages import OperatorResponse
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+APPROVAL_BY_YES: dict[int, ApprovalMode] = {1: "edits", 2: "all"}
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    handler: Callable[[argparse.Namespace], int] = COMMANDS[args.command]
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return EXIT_INTERRUPTED
+    except ConfigError as error:
+        err.print(Text(f"config error: {error}", style="bold red"))
+        return EXIT_USAGE
+    except RuneError as error:
+        err.print(Text(f"{error.kind}: {error}", style="bold red"))
+        return EXIT_FAILED
+
+
+def load_config(args: argparse.Namespace, *, warn: bool = True, **extra: Any) -> LoadedConfig:
+    """The settings for this command line: only the flags the user gave are a layer."""
+    yes = min(getattr(args, "yes", 0) or 0, 2)
+    flags = {
+        "model": getattr(args, "model", None),
+        "backend": getattr(args, "backend", None),
+        "workspace": getattr(args, "workspace", None),
+        "max_iterations": getattr(args, "max_iterations", None),
+        "approval": APPROVAL_BY_YES.get(yes),
+        **extra,
+    }
+    loaded = load(flags)
+    for note in loaded.refused if warn else ():
+        err.print(Text(f"warning: {note}", style="yellow"))
+    return loaded
+
+
+# --- driving the loop ---------------------------------------------------------------------
+
+
+def drive(rune: Any, start: Callable[[], OperatorResponse | None]) -> int:
+    """Run until done, failed or waiting: the shared flow of run, demo and resume."""
+    from rune.app import auto_approves
+
+    reporter = ConsoleReporter(out)
+    rune.relay.target = reporter
+    out.print(
+        Text(
+            f"rune · {rune.model} via {rune.backend.label} · session {rune.session_id}",
+            style="dim",
+        )
+    )
+    try:
+        response = start()
+        while response is not None and response.pending is not None:
+            pending = response.pending
+            reporter.show_approval(pending)
+            if auto_approves(rune.settings.approval, pending):
+                reporter.line(Text("approved by --yes", style="dim"))
+                response = rune.operator.approve()
+                continue
+            decision = ask_decision(out)
+            if decision is None:
+                err.print(
+                    "An approval is waiting and stdin gave no answer (it is not a terminal?). "
+                    f"The session is kept: `rune resume {rune.session_id}`, or pass --yes to "
+                    "approve file edits."
+                )
+                return EXIT_PENDING
+            if decision.approve:
+                response = rune.operator.approve()
+            else:
+                response = rune.operator.reject(decision.reason)
+    except KeyboardInterrupt:
+        reporter.line("")
+        err.print(f"interrupted; the session is kept: `rune resume {rune.session_id}`")
+        return EXIT_INTERRUPTED
+    if response is None:
+        out.print("nothing is waiting in this session; start a new task with `rune run`")
+        return EXIT_OK
+    reporter.finish(response)
+    return EXIT_OK if response.success else EXIT_FAILED
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from rune.app import open_rune
+
+    loaded = load_config(args)
+    with open_rune(loaded, session_id=args.session, title=args.task[:80]) as rune:
+        return drive(rune, lambda: rune.operator.send(args.task))
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from rune.app import DEMO_MODEL_NOTICE, open_rune
+    from rune.demo import DEMO_TASK, create_demo_project
+
+    project = create_demo_project()
+    out.print(f"sample project: {project} (calc.py has a broken add())")
+    loaded = load_config(args, workspace=str(project))
+    with open_rune(loaded, title="demo: fix add()") as rune:
+        if rune.backend.demo_model:
+            out.print(Text(DEMO_MODEL_NOTICE, style="yellow"))
+        status = drive(rune, lambda: rune.operator.send(DEMO_TASK))
+    if status in (EXIT_OK, EXIT_FAILED):
+        fixed = verify_demo(project)
+        verdict = "add(2, 3) == 5 now" if fixed else "add(2, 3) is still wrong"
+        out.print(Text(f"check: {verdict} ({project / 'calc.py'})", style="bold"))
+        if status == EXIT_OK and not fixed:
+            status = EXIT_FAILED
+    return status
+
+
+def verify_demo(project: Path) -> bool:
+    """Import the sample's calc.py in a fresh interpreter and try add(2, 3)."""
+    check = "import calc, sys; sys.exit(0 if calc.add(2, 3) == 5 else 1)"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", check],
+            cwd=project,
+            capture_output=True,
+            timeout=10,
+            check=False,
+            env={"PYTHONDONTWRITEBYTECODE": "1"},
+        )
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from rune.app import open_rune, session_store
+
+    store = session_store()
+    latest = store.latest("pending approval") or store.latest()
+    session_id = args.session or (latest.id if latest is not None else None)
+    if session_id is None:
+        out.print('no session to resume; start one with `rune run "TASK"`')
+        return EXIT_FAILED
+    loaded = load_config(args)
+    with open_rune(loaded, session_id=session_id) as rune:
+        return drive(rune, rune.operator.resume)
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    from rune.app import session_store
+
+    summaries = session_store().list()
+    if not summaries:
+        out.print("no sessions yet")
+        return EXIT_OK
+    # Plain columns, never wrapped or cut: ids must survive a copy and paste or a pipe.
+    for s in summaries:
+        out.print(f"{s.id}  {s.status:<16}  {s.updated_at[:19]}  {s.model}  {s.title}")
+    return EXIT_OK
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from contextlib import ExitStack
+
+    from rune.app import choose_backend, open_transport
+
+    settings = load_config(args).settings
+    choice = choose_backend(settings)
+    with ExitStack() as stack:
+        transport, model = open_transport(choice, settings, stack)
+        names = list(transport.list_models()) if hasattr(transport, "list_models") else [model]
+        table = Table("model", "tools", "thinking", "context", box=None)
+        for name in names:
+            table.add_row(
+                name,
+                "yes" if transport.supports_tools(name) else "no (text protocol)",
+                "yes" if transport.supports_thinking(name) else "no",
+                str(transport.context_length(name) or "?"),
+            )
+    out.print(f"{choice.label} ({choice.reason})")
+    out.print(table)
+    return EXIT_OK
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from rune.config import project_config_file, user_config_file
+
+    loaded = load_config(args, warn=False)
+    table = Table("key", "value", "from", box=None)
+    for key in KEYS:
+        value = loaded.settings.value(key)
+        if key == "api_key" and value:
+            value = "***"
+        shown = "(not set)" if value is None else _show(value)
+        table.add_row(key, shown, loaded.sources[key])
+    out.print(table)
+    out.print(f"user file:    {user_config_file()}")
+    out.print(f"project file: {project_config_file(loaded.settings.workspace)}")
+    for note in loaded.refused:
+        out.print(Text(f"refused: {note}", style="yellow"))
+    return EXIT_OK
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, tuple | list):
+        return ", ".join(str(v) for v in value) or "(none)"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from rune.cli.doctor import run_doctor
+
+    return run_doctor(load_config(args), out)
+
+
+def cmd_tui(args: argparse.Namespace) -> int:
+    from rune.app import open_rune
+    from rune.tui import RuneApp
+
+    loaded = load_config(args)
+    with open_rune(loaded, session_id=args.session, title=(args.task or "")[:80]) as rune:
+        app = RuneApp(rune, task=args.task)
+        app.run()
+    return app.return_code or EXIT_OK
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "run": cmd_run,
+    "demo": cmd_demo,
+    "resume": cmd_resume,
+    "sessions": cmd_sessions,
+    "models": cmd_models,
+    "config": cmd_config,
+    "doctor": cmd_doctor,
+    "tui": cmd_tui,
+}

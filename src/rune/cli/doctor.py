@@ -1,0 +1,124 @@
+"""``rune doctor``: each check says what it found and, when wrong, what to do about it."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.text import Text
+
+from rune.cli import EXIT_FAILED, EXIT_OK
+from rune.config import LoadedConfig
+from rune.errors import RuneError
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    found: str
+    fix: str = ""
+
+
+def run_checks(loaded: LoadedConfig) -> list[Check]:
+    from rune.app import (
+        DEMO_MODEL_NOTICE,
+        NO_BACKEND_HELP,
+        RECOMMENDED_MODEL,
+        capabilities,
+        choose_backend,
+        commands_contained,
+        open_transport,
+        sandbox_policy,
+    )
+
+    settings = loaded.settings
+    checks = [
+        Check(
+            "config",
+            not loaded.refused,
+            ", ".join(str(f) for f in loaded.files) or "no config files (defaults)",
+            "; ".join(loaded.refused),
+        )
+    ]
+    try:
+        choice = choose_backend(settings)
+    except RuneError as err:
+        checks.append(Check("server", False, str(err).splitlines()[0], NO_BACKEND_HELP))
+        choice = None
+    if choice is not None:
+        with ExitStack() as stack:
+            try:
+                transport, model = open_transport(choice, settings, stack)
+                caps = capabilities(transport, model)
+            except RuneError as err:
+                fix = (
+                    f"check that the server runs at {choice.label}; `rune models` lists what it has"
+                )
+                checks.append(Check("server", False, f"{choice.label}: {err.kind}: {err}", fix))
+            else:
+                checks.append(Check("server", True, f"{choice.label} ({choice.reason})"))
+                checks.append(
+                    Check(
+                        "model",
+                        caps.tools,
+                        f"{model}: tools {'yes' if caps.tools else 'no'}, "
+                        f"thinking {'yes' if caps.thinking else 'no'}",
+                        ""
+                        if caps.tools
+                        else (
+                            "this model has no native tool calling; Rune uses its text "
+                            f"protocol, which small models follow poorly. Use a tool-capable "
+                            f"model such as {RECOMMENDED_MODEL} under Ollama."
+                        ),
+                    )
+                )
+                window = caps.context_length
+                small = window is not None and window < 4096
+                checks.append(
+                    Check(
+                        "context",
+                        not small,
+                        f"{window or 'unknown'} tokens"
+                        + (f" (capped at {settings.max_context})" if settings.max_context else ""),
+                        "a window under 4096 tokens fills after a few file reads; raise "
+                        "num_ctx in the model or use a larger model"
+                        if small
+                        else "",
+                    )
+                )
+        if choice.demo_model:
+            checks.append(Check("demo model", False, str(choice.model_path), DEMO_MODEL_NOTICE))
+    policy = sandbox_policy(settings)
+    checks.append(
+        Check(
+            "sandbox",
+            True,
+            f"write: {', '.join(policy.describe_write_roots())}; "
+            f"read: {', '.join(policy.describe_read_roots())}",
+        )
+    )
+    contained, how = commands_contained()
+    checks.append(
+        Check(
+            "containment",
+            contained,
+            f"commands run contained: {how}" if contained else f"commands uncontained: {how}",
+            ""
+            if contained
+            else "install bubblewrap (e.g. `apt install bubblewrap`) so "
+            "commands run without network and with a read-only system",
+        )
+    )
+    return checks
+
+
+def run_doctor(loaded: LoadedConfig, console: Console) -> int:
+    checks = run_checks(loaded)
+    for check in checks:
+        mark = Text("ok  ", style="green") if check.ok else Text("!!  ", style="bold red")
+        console.print(mark + Text(f"{check.name}: {check.found}"), soft_wrap=True)
+        if check.fix:
+            console.print(Text(f"    → {check.fix}", style="yellow"), soft_wrap=True)
+    return EXIT_OK if all(c.ok for c in checks) else EXIT_FAILED

