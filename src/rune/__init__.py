@@ -5,8 +5,8 @@ The public names below are imported lazily so that ``rune --help`` stays fast.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+# Not `from typing import TYPE_CHECKING`: importing typing costs every `rune` start-up.
+TYPE_CHECKING = False
 
 __version__ = "0.1.0"
 
@@ -27,16 +27,20 @@ _EXPORTS: dict[str, str] = {
     "PreparedChange": "rune.tools.spec",
     "RuneOperator": "rune.operator",
     "RuneError": "rune.errors",
+    "Capabilities": "rune.transport.base",
+    "SessionStore": "rune.sessions",
 }
 
 __all__ = [*_EXPORTS, "__version__"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'rune' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    from importlib import import_module
+
+    value = getattr(import_module(module), name)
     globals()[name] = value
     return value
 
@@ -46,10 +50,11 @@ if TYPE_CHECKING:
     from rune.local_tool_runtime import LocalToolRuntime
     from rune.messages import ChatResult, OperatorResponse, PendingApproval, ToolEvent, ToolRequest
     from rune.operator import RuneOperator
+    from rune.sessions import SessionStore
     from rune.tool_executor import ToolExecutor
     from rune.tools.sandbox import SandboxPolicy
     from rune.tools.spec import PreparedChange, ToolSpec
-    from rune.transport.base import Transport
+    from rune.transport.base import Capabilities, Transport
     from rune.transport.ollama import OllamaChatTransport
     from rune.transport.openai_compat import OpenAICompatTransport
     from rune.transport.scripted import ScriptedTransport
