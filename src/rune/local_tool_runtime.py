@@ -275,6 +275,8 @@ class LocalToolRuntime:
             return None
         state.messages.append(stored)
         parsed = fallback.parse_tool_calls(content, self._tool_names)
+        if parsed.thinking and not message.get("thinking"):
+            state.thinking = parsed.thinking
         if parsed.calls:
             state.queue = [
                 ToolRequest(c.name, c.arguments, None, "text-fallback") for c in parsed.calls
@@ -283,7 +285,7 @@ class LocalToolRuntime:
             return None
         if parsed.error is not None and state.protocol == TEXT_FALLBACK:
             return self._protocol_error(state, parsed.error)
-        return self._success(state, parsed.visible_text if parsed.attempted else content)
+        return self._success(state, parsed.visible_text)
 
     def _native_request(self, call: Mapping[str, Any]) -> ToolRequest:
         function = call.get("function") or {}
@@ -369,7 +371,9 @@ class LocalToolRuntime:
     def _append_result(
         self, state: _LoopState, request: ToolRequest, content: str, *, ok: bool
     ) -> None:
-        if request.source == "text-fallback" and state.protocol == TEXT_FALLBACK:
+        # A call the model wrote as text is answered as text, also on a native model: a
+        # ``tool`` message that answers no ``tool_calls`` entry is refused by OpenAI-style servers.
+        if request.source == "text-fallback":
             text = fallback.format_tool_result(request.name, content, ok=ok)
             state.messages.append({"role": "user", "content": text})
             return
