@@ -41,11 +41,12 @@ class ApprovalScreen(ModalScreen[Decision | None]):
                     yield Label(where, classes="contained" if self.pending.contained else "bad")
                 else:
                     yield Static(diff_text(self.pending.preview), id="approval-diff")
-            yield Input(placeholder="why not? (the model reads this) — Enter to send", id="reason")
+            reason = Input(placeholder="why not? (the model reads this) — Enter to send", id="reason")
+            # Hidden from the start, not in on_mount: a quick approve can dismiss the screen
+            # before on_mount runs.
+            reason.display = False
+            yield reason
         yield Footer()
-
-    def on_mount(self) -> None:
-        self.query_one("#reason", Input).display = False
 
     def action_approve(self) -> None:
         self.dismiss(Decision(True))
