@@ -60,12 +60,17 @@ def notes(app: RuneApp) -> str:
     return "\n".join(str(w.render()) for w in app.query(".note, .done, .error"))
 
 
+def approval_shown(app: RuneApp) -> bool:
+    """The approval screen is pushed and composed (its title is mounted)."""
+    return isinstance(app.screen, ApprovalScreen) and bool(app.screen.query("#approval-title"))
+
+
 @pytest.mark.anyio
 async def test_approve_flow_fixes_the_file_and_shows_the_budget(workspace: Path) -> None:
     with scripted_rune(workspace) as rune:
         app = RuneApp(rune, task=DEMO_TASK)
         async with app.run_test(size=(120, 40)) as pilot:
-            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "approval")
+            await until(pilot, lambda: approval_shown(app), "approval")
             assert "step 2/8" in header(app)
             assert "waiting for approval" in header(app)
             diff = str(app.screen.query_one("#approval-diff").render())
@@ -83,7 +88,7 @@ async def test_reject_flow_sends_the_reason_and_keeps_the_file(workspace: Path) 
     with scripted_rune(workspace) as rune:
         app = RuneApp(rune, task=DEMO_TASK)
         async with app.run_test(size=(120, 40)) as pilot:
-            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "approval")
+            await until(pilot, lambda: approval_shown(app), "approval")
             await pilot.press("r")
             await pilot.press(*"use git")
             await pilot.press("enter")
@@ -101,7 +106,7 @@ async def test_a_failed_tool_is_shown_failed_with_its_error_on_demand(tmp_path: 
     with scripted_rune(empty) as rune:
         app = RuneApp(rune, task=DEMO_TASK)
         async with app.run_test(size=(120, 40)) as pilot:
-            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "approval")
+            await until(pilot, lambda: approval_shown(app), "approval")
             await pilot.press("escape")
             await until(pilot, lambda: "left for later" in notes(app), "the note")
             first = app.query(ToolLine).first()
@@ -123,7 +128,7 @@ async def test_a_pending_approval_from_the_journal_opens_after_a_restart(
     with scripted_rune(workspace, session_id=session_id) as again:
         app = RuneApp(again)
         async with app.run_test(size=(120, 40)) as pilot:
-            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "approval")
+            await until(pilot, lambda: approval_shown(app), "approval")
             assert app.screen.pending.summary == paused.pending.summary
             assert "step 2/8" in header(app)  # the budget as the journal left it
             assert "> " + DEMO_TASK in "\n".join(str(w.render()) for w in app.query(".user"))
@@ -170,7 +175,7 @@ def test_snapshot_finished_transcript(workspace: Path, snap_compare: Any) -> Non
     async def run_demo(pilot: Any) -> None:
         app = pilot.app
         await steady(pilot)
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "approval")
+        await until(pilot, lambda: approval_shown(app), "approval")
         await pilot.press("a")
         await until(pilot, lambda: "✓ done" in notes(app), "the end of the turn")
 
@@ -181,7 +186,7 @@ def test_snapshot_finished_transcript(workspace: Path, snap_compare: Any) -> Non
 def test_snapshot_approval_screen(workspace: Path, snap_compare: Any) -> None:
     async def reach_approval(pilot: Any) -> None:
         app = pilot.app
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "approval")
+        await until(pilot, lambda: approval_shown(app), "approval")
         # The summary and diff name the absolute path; hide the tmp dir to be reproducible.
         here = str(workspace.resolve())
         pending = app.screen.pending
