@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# One real model server per test session for every test marked `live`.
+from live.server import live_server  # noqa: F401
+
 
 @pytest.fixture(autouse=True)
 def _isolated_user_dirs(

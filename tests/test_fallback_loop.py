@@ -1,21 +1,20 @@
 """The text-fallback path end to end: a model without native tools works through the loop.
 
 Scripted models stand for the server (``ScriptedTransport`` replays replies as a real model's
-text); files are real files in a tmp workspace. The live variant talks to the real server at
-``RUNE_LIVE_BASE_URL`` and checks invariants only.
+text); files are real files in a tmp workspace. The live variant talks to the real server of the
+``live_server`` fixture and checks invariants only.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from live.server import LiveServer
 from rune import events as ev
-from rune.errors import RuneError
 from rune.fallback import expected_format_hint, fallback_prompt
 from rune.local_tool_runtime import LocalToolRuntime
 from rune.messages import OperatorResponse
@@ -217,29 +216,15 @@ def test_thinking_is_never_parsed_for_calls(tmp_path: Path, native: bool) -> Non
 # --- live ------------------------------------------------------------------------------------
 
 
-def _live_transport() -> tuple[Any, str]:
-    base_url = os.environ.get("RUNE_LIVE_BASE_URL")
-    if not base_url:
-        pytest.skip("RUNE_LIVE_BASE_URL is not set (an OpenAI-compatible model server)")
-    from rune.transport.openai_compat import OpenAICompatTransport
-
-    transport = OpenAICompatTransport(base_url, tools=False, read_timeout=240.0)
-    try:
-        models = transport.list_models()
-    except RuneError as err:
-        transport.close()
-        pytest.skip(f"RUNE_LIVE_BASE_URL={base_url} is unreachable: {err}")
-    model = os.environ.get("RUNE_LIVE_MODEL") or (models[0] if models else "")
-    if not model:
-        transport.close()
-        pytest.skip(f"{base_url} lists no model; set RUNE_LIVE_MODEL")
-    return transport, model
-
-
 @pytest.mark.live
 @pytest.mark.timeout(600)
-def test_live_text_only_model_runs_through_the_fallback_path(tmp_path: Path) -> None:
-    transport, model = _live_transport()
+def test_live_text_only_model_runs_through_the_fallback_path(
+    tmp_path: Path, live_server: LiveServer
+) -> None:
+    from rune.transport.openai_compat import OpenAICompatTransport
+
+    transport = OpenAICompatTransport(live_server.base_url, tools=False, read_timeout=240.0)
+    model = live_server.model
     (tmp_path / "utils.py").write_text(BUGGY)
     executor = ToolExecutor(SandboxPolicy.workspace_only(tmp_path), workspace=tmp_path)
     seen: list[ev.LoopEvent] = []

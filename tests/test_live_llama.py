@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.live.server import EMBEDDED_CTX, LiveServer, live_server  # noqa: F401
 
+from live.server import EMBEDDED_CTX, LiveServer
 from rune import LocalToolRuntime, SandboxPolicy, ToolExecutor
 from rune.embedded import EmbeddedLlamaServer, demo_model_path, load_chat_template
 from rune.errors import BackendUnavailable, ConfigError, ContextOverflow, ServerError
@@ -48,7 +48,7 @@ FORCE_CALL = {
 
 
 @pytest.fixture
-def transport(live_server: LiveServer) -> Iterator[OpenAICompatTransport]:  # noqa: F811
+def transport(live_server: LiveServer) -> Iterator[OpenAICompatTransport]:
     with OpenAICompatTransport(live_server.base_url, read_timeout=60.0) as client:
         yield client
 
@@ -64,7 +64,7 @@ def forced_call(transport: OpenAICompatTransport, model: str) -> Any:
 
 @live
 def test_health_and_capability_discovery(
-    live_server: LiveServer,  # noqa: F811
+    live_server: LiveServer,
     transport: OpenAICompatTransport,
 ) -> None:
     health = httpx.get(f"{live_server.base_url}/health", timeout=10, trust_env=False)
@@ -83,7 +83,7 @@ def test_health_and_capability_discovery(
 @live
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "one-json-answer"])
 def test_chat_returns_one_assembled_turn(
-    live_server: LiveServer,  # noqa: F811
+    live_server: LiveServer,
     transport: OpenAICompatTransport,
     stream: bool,
 ) -> None:
@@ -104,7 +104,7 @@ def test_chat_returns_one_assembled_turn(
 
 @live
 def test_forced_tool_call_is_assembled_from_streamed_deltas(
-    live_server: LiveServer,  # noqa: F811
+    live_server: LiveServer,
     transport: OpenAICompatTransport,
 ) -> None:
     result = forced_call(transport, live_server.model)
@@ -120,7 +120,7 @@ def test_forced_tool_call_is_assembled_from_streamed_deltas(
 
 @live
 def test_a_whole_turn_with_the_tool_result_sent_back(
-    live_server: LiveServer,  # noqa: F811
+    live_server: LiveServer,
     transport: OpenAICompatTransport,
 ) -> None:
     first = forced_call(transport, live_server.model)
@@ -146,7 +146,7 @@ def test_a_whole_turn_with_the_tool_result_sent_back(
 
 @live
 def test_the_runtime_drives_the_real_server_within_its_budget(
-    live_server: LiveServer,  # noqa: F811
+    live_server: LiveServer,
     transport: OpenAICompatTransport,
     tmp_path: Path,
 ) -> None:
@@ -168,7 +168,7 @@ def test_the_runtime_drives_the_real_server_within_its_budget(
 
 @live
 def test_finish_reason_length_is_reported(
-    live_server: LiveServer,  # noqa: F811
+    live_server: LiveServer,
     transport: OpenAICompatTransport,
 ) -> None:
     result = transport.chat(
@@ -181,7 +181,7 @@ def test_finish_reason_length_is_reported(
 
 @live
 def test_a_follow_up_reuses_the_prompt_cache(
-    live_server: LiveServer,  # noqa: F811
+    live_server: LiveServer,
     transport: OpenAICompatTransport,
 ) -> None:
     history = ask("List three colours, one per line.")
@@ -198,7 +198,7 @@ def test_a_follow_up_reuses_the_prompt_cache(
 
 @live
 def test_the_servers_own_error_answers_are_typed(
-    live_server: LiveServer,  # noqa: F811
+    live_server: LiveServer,
     transport: OpenAICompatTransport,
 ) -> None:
     with pytest.raises(ServerError) as bad_field:
@@ -217,7 +217,7 @@ def test_the_servers_own_error_answers_are_typed(
 
 @live
 def test_own_template_means_fallback_and_ctrl_c_stops_the_server(
-    live_server: LiveServer,  # noqa: F811
+    live_server: LiveServer,
 ) -> None:
     if not live_server.embedded:
         pytest.skip("RUNE_LIVE_BASE_URL is set: no embedded server to stop")

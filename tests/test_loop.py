@@ -603,9 +603,7 @@ def test_a_server_refusing_tools_switches_the_run_to_the_text_fallback(project: 
         project,
         [
             ToolsUnsupported("registry.ollama.ai/library/gemma3:latest does not support tools"),
-            {
-                "content": '<tool_call>{"name": "read_file", "arguments": {"path": "calc.py"}}</tool_call>'
-            },
+            text('<tool_call>{"name": "read_file", "arguments": {"path": "calc.py"}}</tool_call>'),
             text("it subtracts"),
         ],
     )

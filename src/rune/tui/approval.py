@@ -41,7 +41,8 @@ class ApprovalScreen(ModalScreen[Decision | None]):
                     yield Label(where, classes="contained" if self.pending.contained else "bad")
                 else:
                     yield Static(diff_text(self.pending.preview), id="approval-diff")
-            reason = Input(placeholder="why not? (the model reads this) — Enter to send", id="reason")
+            hint = "why not? (the model reads this) — Enter to send"
+            reason = Input(placeholder=hint, id="reason")
             # Hidden from the start, not in on_mount: a quick approve can dismiss the screen
             # before on_mount runs.
             reason.display = False
