@@ -451,17 +451,11 @@ class LocalToolRuntime:
             "change": change.to_json(),
             "seal": _seal(request.to_json(), change.to_json()),
         }
-        return OperatorResponse(
+        return self._respond(
+            state,
             success=False,
             events=(*state.events, waiting),
-            iterations_used=state.iterations_used,
-            iteration_budget=self.max_iterations,
             pending=pending,
-            messages=tuple(state.messages),
-            thinking=state.thinking,
-            protocol=state.protocol,
-            warnings=tuple(state.warnings),
-            evicted=tuple(state.evicted),
             _pending_json=json.dumps(serial, ensure_ascii=False),
         )
 
@@ -508,11 +502,10 @@ class LocalToolRuntime:
 
     # --- responses ----------------------------------------------------------------------
 
-    def _success(self, state: _LoopState, text: str) -> OperatorResponse:
+    def _respond(self, state: _LoopState, **outcome: Any) -> OperatorResponse:
+        """A response that carries the loop's state: budget, history, events, warnings."""
+        outcome.setdefault("events", tuple(state.events))
         return OperatorResponse(
-            success=True,
-            text=text,
-            events=tuple(state.events),
             iterations_used=state.iterations_used,
             iteration_budget=self.max_iterations,
             messages=tuple(state.messages),
@@ -520,22 +513,14 @@ class LocalToolRuntime:
             protocol=state.protocol,
             warnings=tuple(state.warnings),
             evicted=tuple(state.evicted),
+            **outcome,
         )
 
+    def _success(self, state: _LoopState, text: str) -> OperatorResponse:
+        return self._respond(state, success=True, text=text)
+
     def _failure(self, state: _LoopState, error: str, kind: str) -> OperatorResponse:
-        return OperatorResponse(
-            success=False,
-            error=error,
-            error_kind=kind,
-            events=tuple(state.events),
-            iterations_used=state.iterations_used,
-            iteration_budget=self.max_iterations,
-            messages=tuple(state.messages),
-            thinking=state.thinking,
-            protocol=state.protocol,
-            warnings=tuple(state.warnings),
-            evicted=tuple(state.evicted),
-        )
+        return self._respond(state, success=False, error=error, error_kind=kind)
 
     def _failure_before_loop(self, err: RuneError) -> OperatorResponse:
         return OperatorResponse(

@@ -1,12 +1,12 @@
 """run_command: a shell command, always approved first, contained by bubblewrap where it works.
 
 Inside bwrap the whole filesystem is read-only except the policy's write roots, existing
-protected files under them are re-bound read-only, there is no network, a private /tmp and
-/proc, and a new PID namespace that dies with Rune. A protected name that does not exist yet
-cannot be masked without creating it on the real disk, so Rune watches the usual locations and
-reports any the command created. Without bwrap the preview says plainly that the command runs
-with the user's full rights. Either way the command runs in the workspace, in its own process
-group, and a timeout kills the whole group.
+protected files under them are re-bound read-only, there is no network, a private scratch
+TMPDIR and /proc, and a new PID namespace that dies with Rune. A protected name that does not
+exist yet cannot be masked without creating it on the real disk, so Rune watches the usual
+locations and reports any the command created. Without bwrap the preview says plainly that
+the command runs with the user's full rights. Either way the command runs in the workspace, in
+its own process group, and a timeout kills the whole group.
 """
 
 from __future__ import annotations
@@ -81,6 +81,8 @@ def containment(ctx: ToolContext) -> str | None:
 # Order matters: mounts apply in sequence, and /dev and /proc must come after the root bind,
 # or the host's (nodev) view of /dev covers the fresh one.
 _BASE_MOUNTS = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
+#: the private, writable scratch directory of a contained command (its TMPDIR)
+SCRATCH_DIR = "/var/tmp"
 
 
 def _isolation_flags() -> list[str]:
@@ -149,14 +151,12 @@ def protected_binds(policy: SandboxPolicy, workspace: Path) -> tuple[list[Path],
 def bwrap_argv(
     bwrap: str, policy: SandboxPolicy, workspace: Path, read_only: Iterable[Path]
 ) -> list[str]:
-    """The bwrap prefix: read-only root, private /tmp, writable roots, protected paths re-bound."""
-    argv = [bwrap, *_isolation_flags(), *_BASE_MOUNTS, "--tmpfs", "/tmp"]
-    tmp = Path("/tmp")
-    # The private /tmp hides what lies below the real one; bring back what the policy can read.
-    visible = [r for r in policy.read_roots if r != tmp and r.is_relative_to(tmp)]
-    for path in dict.fromkeys([*visible, workspace]):
-        if path.is_relative_to(tmp) and path.exists():
-            argv += ["--ro-bind", str(path), str(path)]
+    """The bwrap prefix: read-only root, a private scratch TMPDIR, writable roots, protected
+    paths re-bound read-only."""
+    # The real /tmp stays visible and read-only, as the policy says (a tool or a virtualenv
+    # may live there); scratch files go to a private tmpfs that TMPDIR points at.
+    argv = [bwrap, *_isolation_flags(), *_BASE_MOUNTS]
+    argv += ["--tmpfs", SCRATCH_DIR, "--setenv", "TMPDIR", SCRATCH_DIR]
     for root in policy.write_roots:
         if root.is_dir():
             argv += ["--bind", str(root), str(root)]
@@ -279,7 +279,7 @@ def _preview(ctx: ToolContext, command: str, timeout: int, bwrap: str | None) ->
     if bwrap is not None:
         lines.append(
             "Contained (bubblewrap): no network; writes only inside "
-            f"{ctx.policy.describe_write_roots()} and a private /tmp; existing protected "
+            f"{ctx.policy.describe_write_roots()} and a private TMPDIR; existing protected "
             "files there are read-only."
         )
     else:

@@ -1,4 +1,5 @@
-"""The HTTP plumbing both wire-format transports share: the client, and error translation.
+"""The HTTP plumbing both wire-format transports share: the client, the capability cache,
+and error translation.
 
 This is the one place where httpx exceptions and HTTP error statuses become Rune's
 :class:`rune.errors.TransportError` subclasses, so every transport reports the same failure
@@ -11,7 +12,8 @@ import ipaddress
 import json
 import ssl
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import replace
+from typing import Any, Self
 
 import httpx
 
@@ -24,9 +26,60 @@ from rune.errors import (
     TransportError,
     TransportTimeout,
 )
+from rune.transport.base import Capabilities
 
 #: how much of a server's error body goes into a message shown to the user
 MAX_ERROR_CHARS = 500
+
+
+class HttpTransport:
+    """What every HTTP transport shares: one httpx client, closed with the transport, and
+    capability discovery done once per model for the transport's life."""
+
+    _client: httpx.Client
+
+    def __init__(self) -> None:
+        self._capabilities: dict[str, Capabilities] = {}
+
+    def _discover(self, model: str) -> Capabilities:
+        raise NotImplementedError
+
+    def capabilities(self, model: str) -> Capabilities:
+        cached = self._capabilities.get(model)
+        if cached is None:
+            cached = self._capabilities[model] = self._discover(model)
+        return cached
+
+    def supports_tools(self, model: str) -> bool:
+        return self.capabilities(model).tools
+
+    def supports_thinking(self, model: str) -> bool:
+        return self.capabilities(model).thinking
+
+    def _forget_tools(self, model: str) -> None:
+        """The server refused tools at chat time: it knows better than discovery did."""
+        known = self._capabilities.get(model) or Capabilities(tools=False)
+        self._capabilities[model] = replace(known, tools=False)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def positive_int(value: Any) -> int | None:
+    """A count a server reported, or None when it is missing, not a number, or not > 0."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None
 
 
 def make_client(

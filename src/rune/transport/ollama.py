@@ -29,7 +29,6 @@ import json
 import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -39,7 +38,14 @@ from rune.errors import ConfigError, ProtocolError, ServerError, ToolsUnsupporte
 from rune.events import TextDelta, ThinkingDelta
 from rune.messages import ChatResult, Message, ToolSource, Usage, thaw
 from rune.transport.base import Capabilities, DeltaSink
-from rune.transport.http import error_message_of, make_client, raise_for_status, translate_error
+from rune.transport.http import (
+    HttpTransport,
+    error_message_of,
+    make_client,
+    positive_int,
+    raise_for_status,
+    translate_error,
+)
 
 DEFAULT_HOST = "http://127.0.0.1:11434"
 DEFAULT_PORT = 11434
@@ -117,30 +123,20 @@ def capabilities_from_show(show: Mapping[str, Any]) -> Capabilities:
         tools=tools,
         thinking=thinking,
         context_length=_context_length(info) if isinstance(info, Mapping) else None,
-        num_ctx=_positive_int(parse_parameters(str(show.get("parameters") or "")).get("num_ctx")),
+        num_ctx=positive_int(parse_parameters(str(show.get("parameters") or "")).get("num_ctx")),
     )
 
 
 def _context_length(model_info: Mapping[str, Any]) -> int | None:
     arch = model_info.get("general.architecture")
-    exact = _positive_int(model_info.get(f"{arch}.context_length")) if arch else None
+    exact = positive_int(model_info.get(f"{arch}.context_length")) if arch else None
     if exact is not None:
         return exact
     # As Ollama's own CLI does when the architecture key is missing or odd.
     for key, value in model_info.items():
-        if str(key).endswith(".context_length") and _positive_int(value) is not None:
-            return _positive_int(value)
+        if str(key).endswith(".context_length") and positive_int(value) is not None:
+            return positive_int(value)
     return None
-
-
-def _positive_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        return None
-    return number if number > 0 else None
 
 
 def estimate_prompt_tokens(
@@ -177,7 +173,7 @@ def truncation_warning(*, evaluated: int | None, estimate: int, num_ctx: int) ->
     )
 
 
-class OllamaChatTransport:
+class OllamaChatTransport(HttpTransport):
     """The :class:`rune.transport.base.Transport` for an Ollama server."""
 
     native_source: ToolSource = "ollama-native"
@@ -193,6 +189,7 @@ class OllamaChatTransport:
     ) -> None:
         if num_ctx is not None and (isinstance(num_ctx, bool) or num_ctx <= 0):
             raise ConfigError(f"num_ctx must be a positive number of tokens, got {num_ctx!r}")
+        super().__init__()
         self.host = resolve_host(host)
         self._num_ctx = num_ctx
         self._client = make_client(
@@ -201,23 +198,13 @@ class OllamaChatTransport:
             read_timeout=read_timeout,
             transport=transport,
         )
-        self._capabilities: dict[str, Capabilities] = {}
 
     # --- discovery ----------------------------------------------------------------------
 
-    def capabilities(self, model: str) -> Capabilities:
-        """What the model can do, from one ``/api/show`` per model for this transport's life."""
-        cached = self._capabilities.get(model)
-        if cached is None:
-            show = self._request_json("POST", "/api/show", {"model": model}, model=model)
-            cached = self._capabilities[model] = capabilities_from_show(show)
-        return cached
-
-    def supports_tools(self, model: str) -> bool:
-        return self.capabilities(model).tools
-
-    def supports_thinking(self, model: str) -> bool:
-        return self.capabilities(model).thinking
+    def _discover(self, model: str) -> Capabilities:
+        """One ``/api/show``; :meth:`capabilities` caches it for this transport's life."""
+        show = self._request_json("POST", "/api/show", {"model": model}, model=model)
+        return capabilities_from_show(show)
 
     def num_ctx(self, model: str) -> int:
         """The context window sent as ``options.num_ctx`` when the caller gives none.
@@ -251,15 +238,6 @@ class OllamaChatTransport:
     def describe(self) -> str:
         return f"Ollama at {self.host}"
 
-    def close(self) -> None:
-        self._client.close()
-
-    def __enter__(self) -> OllamaChatTransport:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     # --- chat ---------------------------------------------------------------------------
 
     def chat(
@@ -281,23 +259,23 @@ class OllamaChatTransport:
                     )
                 except ToolsUnsupported:
                     # The server knows better than /api/show: use the fallback from now on.
-                    self._capabilities[model] = replace(self.capabilities(model), tools=False)
+                    self._forget_tools(model)
                     raise
                 turn = _accumulate(_ndjson(response.iter_lines()), on_delta)
         except httpx.HTTPError as err:
             raise translate_error(err, server=SERVER, unreachable_hint=UNREACHABLE_HINT) from None
         estimate = estimate_prompt_tokens(body["messages"], body.get("tools"))
         final = turn.final
-        evaluated = _positive_int(final.get("prompt_eval_count"))
-        window = _positive_int(body["options"]["num_ctx"]) or self.num_ctx(model)
+        evaluated = positive_int(final.get("prompt_eval_count"))
+        window = positive_int(body["options"]["num_ctx"]) or self.num_ctx(model)
         warning = truncation_warning(evaluated=evaluated, estimate=estimate, num_ctx=window)
         return ChatResult(
             message=turn.message(),
             done_reason=final.get("done_reason"),
             usage=Usage(
                 prompt_tokens=evaluated,
-                completion_tokens=_positive_int(final.get("eval_count")),
-                cached_prompt_tokens=_positive_int(final.get("prompt_eval_cached_count")),
+                completion_tokens=positive_int(final.get("eval_count")),
+                cached_prompt_tokens=positive_int(final.get("prompt_eval_cached_count")),
                 prompt_tokens_sent_estimate=estimate,
             ),
             warnings=(warning,) if warning else (),

@@ -24,7 +24,14 @@ from rune.errors import ContextOverflow, ProtocolError, ServerError, ToolsUnsupp
 from rune.events import TextDelta, ThinkingDelta
 from rune.messages import ChatResult, ToolSource, Usage
 from rune.transport.base import Capabilities, DeltaSink
-from rune.transport.http import error_message_of, make_client, raise_for_status, translate_error
+from rune.transport.http import (
+    HttpTransport,
+    error_message_of,
+    make_client,
+    positive_int,
+    raise_for_status,
+    translate_error,
+)
 
 SERVER = "OpenAI-compatible server"
 CHAT_PATH = "/chat/completions"
@@ -49,7 +56,7 @@ OPTION_FIELDS = {
 }
 
 
-class OpenAICompatTransport:
+class OpenAICompatTransport(HttpTransport):
     """A model server that speaks OpenAI's ``/v1/chat/completions``.
 
     ``base_url`` may name the server root (``http://127.0.0.1:8080``) or its ``/v1`` prefix.
@@ -75,6 +82,7 @@ class OpenAICompatTransport:
         tools: bool | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        super().__init__()
         self.root, self.api_prefix = split_base_url(base_url)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
         self._client = make_client(
@@ -86,16 +94,12 @@ class OpenAICompatTransport:
         )
         self._context_override = context_length
         self._tools_override = tools
-        self._capabilities: dict[str, Capabilities] = {}
         self._is_llama_server = False
 
     # --- capability discovery -----------------------------------------------------------
 
-    def capabilities(self, model: str) -> Capabilities:
-        """What the server tells about ``model``; asked once per model, then cached."""
-        cached = self._capabilities.get(model)
-        if cached is not None:
-            return cached
+    def _discover(self, model: str) -> Capabilities:
+        """What the server tells about ``model``; :meth:`capabilities` caches it."""
         with self._translated():
             props = self._get_optional("/props", model)
             listing = self._get_optional(self.api_prefix + "/models", model)
@@ -105,14 +109,7 @@ class OpenAICompatTransport:
             caps = replace(caps, tools=self._tools_override)
         if self._context_override is not None:
             caps = replace(caps, context_length=self._context_override)
-        self._capabilities[model] = caps
         return caps
-
-    def supports_tools(self, model: str) -> bool:
-        return self.capabilities(model).tools
-
-    def supports_thinking(self, model: str) -> bool:
-        return self.capabilities(model).thinking
 
     def context_length(self, model: str) -> int | None:
         """The window to budget for: the override, else the server's configured ``n_ctx``
@@ -131,15 +128,6 @@ class OpenAICompatTransport:
     def describe(self) -> str:
         kind = " (llama.cpp server)" if self._is_llama_server else ""
         return f"{SERVER} at {self.root}{self.api_prefix}{kind}"
-
-    def close(self) -> None:
-        self._client.close()
-
-    def __enter__(self) -> OpenAICompatTransport:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # --- chat ---------------------------------------------------------------------------
 
@@ -218,10 +206,6 @@ class OpenAICompatTransport:
             self._forget_tools(model)
             raise
 
-    def _forget_tools(self, model: str) -> None:
-        caps = self._capabilities.get(model) or Capabilities(tools=False)
-        self._capabilities[model] = replace(caps, tools=False)
-
     # --- plumbing -----------------------------------------------------------------------
 
     def _get_optional(self, path: str, model: str) -> dict[str, Any] | None:
@@ -287,9 +271,9 @@ def discover(props: Mapping[str, Any] | None, entry: Mapping[str, Any] | None) -
     if isinstance(template_caps, Mapping) and "supports_tools" in template_caps:
         tools = bool(template_caps["supports_tools"])
     settings = props.get("default_generation_settings")
-    num_ctx = _positive_int(settings.get("n_ctx")) if isinstance(settings, Mapping) else None
-    num_ctx = num_ctx or _positive_int(props.get("n_ctx")) or _positive_int(meta.get("n_ctx"))
-    context_length = _positive_int(meta.get("n_ctx_train")) or _positive_int(
+    num_ctx = positive_int(settings.get("n_ctx")) if isinstance(settings, Mapping) else None
+    num_ctx = num_ctx or positive_int(props.get("n_ctx")) or positive_int(meta.get("n_ctx"))
+    context_length = positive_int(meta.get("n_ctx_train")) or positive_int(
         entry.get("max_model_len")
     )
     thinking = "enable_thinking" in str(props.get("chat_template") or "")
@@ -300,10 +284,6 @@ def discover(props: Mapping[str, Any] | None, entry: Mapping[str, Any] | None) -
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _positive_int(value: Any) -> int | None:
-    return int(value) if _is_number(value) and value > 0 else None
 
 
 # --- messages out: Ollama shape → OpenAI shape --------------------------------------------
