@@ -153,6 +153,25 @@ class PendingApproval:
     def __post_init__(self) -> None:
         object.__setattr__(self, "arguments", freeze(self.arguments))
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "arguments": thaw(self.arguments),
+            "summary": self.summary,
+            "preview": self.preview,
+            "contained": self.contained,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PendingApproval:
+        return cls(
+            name=str(data["name"]),
+            arguments=dict(data["arguments"]),
+            summary=str(data["summary"]),
+            preview=str(data["preview"]),
+            contained=data.get("contained"),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Usage:

@@ -49,26 +49,6 @@ Contributor = Callable[[], ContextBlock | None]
 _STATE_RECORDS = (journal.USER, journal.PENDING, journal.DECISION, journal.TURN_END)
 
 
-def pending_to_json(pending: PendingApproval) -> dict[str, Any]:
-    return {
-        "name": pending.name,
-        "arguments": thaw(pending.arguments),
-        "summary": pending.summary,
-        "preview": pending.preview,
-        "contained": pending.contained,
-    }
-
-
-def pending_from_json(data: Mapping[str, Any]) -> PendingApproval:
-    return PendingApproval(
-        name=str(data["name"]),
-        arguments=dict(data["arguments"]),
-        summary=str(data["summary"]),
-        preview=str(data["preview"]),
-        contained=data.get("contained"),
-    )
-
-
 class _JournalingShaper:
     """The runtime's shaper: checkpoints the conversation, then lets the budget fit it."""
 
@@ -281,7 +261,7 @@ class RuneOperator:
         record = pending_record(session.records)
         if record is not None:
             self._pending_state = dict(record.data["state"])
-            self._pending = pending_from_json(record.data["pending"])
+            self._pending = PendingApproval.from_json(record.data["pending"])
         else:
             self._pending_state = self._pending = None
 
@@ -319,7 +299,7 @@ class RuneOperator:
             # The pause first: it carries every message, so a crash right after loses nothing.
             state = response.pending_state
             self._record(
-                journal.PENDING, {"state": state, "pending": pending_to_json(response.pending)}
+                journal.PENDING, {"state": state, "pending": response.pending.to_json()}
             )
             self._pending_state, self._pending = state, response.pending
         if conversation is not None:
