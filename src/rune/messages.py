@@ -31,9 +31,13 @@ class FrozenDict(dict[str, Any]):
         return hash(canonical_json(self))
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def freeze(value: Any) -> Any:
     """Deep-freeze JSON-like data: dicts become FrozenDict, lists become tuples."""
-    if isinstance(value, FrozenDict):
+    # Exact-type checks first: this runs on every tool call, and ABC checks are slow.
+    if type(value) in _SCALARS or type(value) is FrozenDict:
         return value
     if isinstance(value, Mapping):
         return FrozenDict({str(k): freeze(v) for k, v in value.items()})
@@ -44,6 +48,8 @@ def freeze(value: Any) -> Any:
 
 def thaw(value: Any) -> Any:
     """The inverse of :func:`freeze`: plain dicts and lists, safe to hand to anyone."""
+    if type(value) in _SCALARS:
+        return value
     if isinstance(value, Mapping):
         return {k: thaw(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -64,14 +70,12 @@ class ToolRequest:
     arguments: Mapping[str, Any]
     call_id: str | None = None
     source: ToolSource = "ollama-native"
+    #: name + canonical arguments: what dedup and the circuit breaker compare
+    signature: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "arguments", freeze(self.arguments))
-
-    @property
-    def signature(self) -> str:
-        """Name + canonical arguments: what dedup and the circuit breaker compare."""
-        return self.name + canonical_json(self.arguments)
+        object.__setattr__(self, "signature", self.name + canonical_json(self.arguments))
 
     def to_json(self) -> dict[str, Any]:
         return {
