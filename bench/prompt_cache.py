@@ -1,7 +1,7 @@
 """Prompt-cache and eviction figures for RuneOperator.
 
-1. Against a real llama.cpp server (``RUNE_LIVE_BASE_URL``, else one started with
-   ``../shared/scripts/local-model-server.sh smollm2 18110``): one multi-iteration turn through
+1. Against a real llama.cpp server (``RUNE_LIVE_BASE_URL``, else the embedded one with the
+   demo model and Rune's tool-capable template): one multi-iteration turn through
    RuneOperator and OpenAICompatTransport. Every request goes to the real server, which really
    prefills the prompt and reports ``timings.cache_n``/``prompt_n`` (as ``Usage``). A 135M model
    does not call tools on its own, so the *reply* of iterations 1..n-1 is replaced by a scripted
@@ -9,21 +9,21 @@
    Printed: for iterations 2..n, the share of prompt tokens served from the cache (target ≥ 90%).
 2. Eviction on a synthetic long conversation (no server): what the budget drops, and how fast.
 
-usage: .venv/bin/python bench/prompt_cache.py [--iterations N] [--keep-server]
+usage: .venv/bin/python bench/prompt_cache.py [--iterations N]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-import re
-import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rune.embedded import DEMO_INSTALL_HINT, EmbeddedLlamaServer, demo_model_path
 from rune.messages import ChatResult
 from rune.operator import ContextBlock, ContextBudget, RuneOperator
 from rune.tool_executor import ToolExecutor
@@ -31,9 +31,6 @@ from rune.tools.sandbox import SandboxPolicy
 from rune.transport.base import Transport
 from rune.transport.openai_compat import OpenAICompatTransport
 from rune.transport.scripted import ScriptedTransport
-
-SCRIPTS = Path(__file__).resolve().parents[2] / "shared" / "scripts"
-PORT = 18110
 
 
 class ScriptedReplies:
@@ -64,23 +61,18 @@ class ScriptedReplies:
         return ChatResult({"role": "assistant", "content": "", **reply}, "stop", real.usage)
 
 
-def start_server() -> tuple[str, int | None]:
+@contextlib.contextmanager
+def model_server() -> Iterator[str]:
+    """``RUNE_LIVE_BASE_URL`` if set, else the embedded llama.cpp server with the demo model."""
     base = os.environ.get("RUNE_LIVE_BASE_URL")
     if base:
-        return base, None
-    env = {**os.environ, "CHAT_TEMPLATE_FILE": str(SCRIPTS / "templates" / "qwen25-tools.jinja")}
-    out = subprocess.run(
-        ["bash", str(SCRIPTS / "local-model-server.sh"), "smollm2", str(PORT)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=True,
-    ).stdout
-    found = re.search(r"BASE_URL=(\S+) PID=(\d+)", out)
-    if found is None:
-        raise SystemExit(f"the model server did not start: {out}")
-    return found.group(1), int(found.group(2))
+        yield base
+        return
+    model = demo_model_path()
+    if model is None:
+        raise SystemExit(f"no model server: set RUNE_LIVE_BASE_URL or {DEMO_INSTALL_HINT}")
+    with EmbeddedLlamaServer(model, chat_template="qwen25-tools") as server:
+        yield server.base_url
 
 
 def cache_figures(base_url: str, iterations: int) -> list[float]:
@@ -180,15 +172,10 @@ def eviction_figures(turns: int = 60, output_chars: int = 6000, window: int = 81
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=6)
-    parser.add_argument("--keep-server", action="store_true")
     args = parser.parse_args()
     eviction_figures()
-    base_url, pid = start_server()
-    try:
+    with model_server() as base_url:
         cache_figures(base_url, args.iterations)
-    finally:
-        if pid is not None and not args.keep_server:
-            os.kill(pid, 15)
 
 
 if __name__ == "__main__":

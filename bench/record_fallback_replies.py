@@ -10,7 +10,7 @@ in each one; the parser's opinion printed here is for reviewing, never the label
 assistant message) and records prefill + continuation: a model too small to call on its own
 then shows what its attempted calls really look like.
 
-    bash ../shared/scripts/local-model-server.sh smollm2 18100
+    llama-server -m SmolLM2-135M-Instruct.Q4_1.gguf --port 18100   # or any local server
     .venv/bin/python bench/record_fallback_replies.py --base-url http://127.0.0.1:18100
 """
 

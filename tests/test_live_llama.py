@@ -2,7 +2,7 @@
 llama.cpp server with a real (tiny) model (the tests marked ``live``).
 
 Assert shapes and invariants only: SmolLM2-135M is a wire-format partner, not a coding agent.
-Tool calls are forced the way /work/shared/scripts/README.md measured to be reliable: a last
+Tool calls are forced the way the shared model-server scripts measured to be reliable: a last
 assistant message opening ``<tool_call>``, ``tool_choice: required`` and the closing tag as a stop.
 """
 
