@@ -65,7 +65,11 @@ def main(workspace: Path, calls_log: Path) -> None:
         else store.create(model="scripted", workspace=str(workspace), backend="scripted")
     )
     with session:
-        replies = sum(1 for m in session.messages if m.get("role") == "assistant")
+        # The scripted model goes on after the replies the journal holds; those of a pause
+        # travel in the pause record (its messages may not be journaled one by one yet).
+        pending = session.pending_state
+        known = pending["messages"] if pending is not None else session.messages
+        replies = sum(1 for m in known if m.get("role") == "assistant")
         executor = ToolExecutor(SandboxPolicy.workspace_only(workspace), workspace)
         op = RuneOperator.from_session(SlowScriptedModel(replies, calls_log), executor, session)
         response = op.resume()

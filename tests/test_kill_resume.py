@@ -104,7 +104,8 @@ def test_killed_sessions_resume_from_the_journal_and_finish(tmp_path: Path, seed
     for at, message in enumerate(messages):
         if message.get("tool_calls"):
             results = messages[at + 1 : at + 1 + len(message["tool_calls"])]
-            assert [r["role"] for r in results] == ["tool"] * len(message["tool_calls"])
+            roles = "\n".join(f"{m['role']}: {m.get('content', '')[:40]!r}" for m in messages)
+            assert [r["role"] for r in results] == ["tool"] * len(message["tool_calls"]), roles
     started = calls.read_text().split()
     redone = len(started) - len(SCRIPT)
     assert 0 <= redone <= kills, (started, kills)

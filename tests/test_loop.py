@@ -615,3 +615,70 @@ def test_a_server_refusing_tools_switches_the_run_to_the_text_fallback(project: 
     assert "<tool_call>" in transport.requests[1].messages[0]["content"]
     assert resp.events[0].source == "text-fallback" and resp.events[0].ok
     assert any("does not support tools" in w for w in resp.warnings)
+
+
+# --- a conversation saved mid-turn -----------------------------------------------------------
+
+
+def test_unanswered_calls_of_the_last_assistant_message_run_before_the_model(
+    project: Path,
+) -> None:
+    saved = [
+        *USER,
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [call("read_file", "r1", path="calc.py")],
+        },
+    ]
+    rt, transport = runtime(project, [text("it subtracts")])
+    resp = rt.run(saved)
+    assert resp.success and resp.iterations_used == 1
+    assert [(e.name, e.iteration) for e in resp.events] == [("read_file", 0)]
+    sent = transport.requests[0].messages
+    assert sent[-1]["role"] == "tool" and sent[-1]["tool_call_id"] == "r1"
+    assert "return a - b" in sent[-1]["content"]
+
+
+def test_only_the_calls_without_a_result_run_again(project: Path) -> None:
+    saved = [
+        *USER,
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [call("read_file", "r1", path="calc.py"), call("list_dir", "r2")],
+        },
+        {"role": "tool", "tool_name": "read_file", "tool_call_id": "r1", "content": "(read)"},
+    ]
+    rt, transport = runtime(project, [text("ok")])
+    resp = rt.run(saved)
+    assert [e.name for e in resp.events] == ["list_dir"]
+    assert [m.get("tool_call_id") for m in transport.requests[0].messages[-2:]] == ["r1", "r2"]
+
+
+def test_an_unanswered_mutating_call_pauses_before_any_model_call(project: Path) -> None:
+    saved = [
+        *USER,
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [call("write_file", path="calc.py", content=FIXED)],
+        },
+    ]
+    rt, transport = runtime(project, [text("fixed")])
+    paused = rt.run(saved)
+    assert paused.pending is not None and paused.iterations_used == 0
+    assert transport.requests == []
+    assert rt.approve(paused.pending_state).success  # type: ignore[arg-type]
+    assert (project / "calc.py").read_text() == FIXED
+
+
+def test_a_finished_conversation_just_goes_on_to_the_model(project: Path) -> None:
+    saved = [
+        *USER,
+        {"role": "assistant", "content": "I fixed it."},
+        {"role": "user", "content": "thanks"},
+    ]
+    rt, transport = runtime(project, [text("you're welcome")])
+    resp = rt.run(saved)
+    assert resp.success and resp.events == () and len(transport.requests) == 1

@@ -140,11 +140,33 @@ def test_write_file_keeps_the_mode_and_refuses_a_stale_change(ex: ToolExecutor, 
     change = ex.prepare("write_file", {"path": "run.sh", "content": "echo 2\n"})
     ex.apply(change)
     assert stat.S_IMODE(script.stat().st_mode) == 0o750
+    script.write_text("echo 3\n")
     with pytest.raises(ToolError, match="changed since this change was prepared"):
         ex.apply(change)  # the file now differs from what the change was prepared against
-    assert script.read_text() == "echo 2\n"
+    assert script.read_text() == "echo 3\n"
     with pytest.raises(ToolError, match="nothing to change"):
-        ex.prepare("write_file", {"path": "run.sh", "content": "echo 2\n"})
+        ex.prepare("write_file", {"path": "run.sh", "content": "echo 3\n"})
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("write_file", {"path": "m.py", "content": "a = 2\n"}),
+        ("edit_file", {"path": "m.py", "old_text": "a = 1", "new_text": "a = 2"}),
+    ],
+)
+def test_applying_an_applied_change_again_writes_nothing_and_succeeds(
+    ex: ToolExecutor, ws: Path, tool: str, args: dict[str, str]
+) -> None:
+    # A process killed between writing and journaling it resumes the same approval.
+    (ws / "m.py").write_text("a = 1\n")
+    change = ex.prepare(tool, args)
+    ex.apply(change)
+    before = (ws / "m.py").stat()
+    assert "already has the approved content" in ex.apply(change)
+    after = (ws / "m.py").stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert (ws / "m.py").read_text() == "a = 2\n"
 
 
 def test_preview_escapes_hidden_characters_in_content(ex: ToolExecutor) -> None:

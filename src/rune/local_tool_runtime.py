@@ -139,13 +139,18 @@ class LocalToolRuntime:
     # --- public API ---------------------------------------------------------------------
 
     def run(self, messages: Sequence[Mapping[str, Any]]) -> OperatorResponse:
-        """Run the loop on an Ollama-style conversation."""
+        """Run the loop on an Ollama-style conversation.
+
+        Tool calls of a final assistant message that have no result yet (a conversation saved
+        by a process that died mid-turn) are executed first, before the model is asked again.
+        """
         try:
             native = self.transport.supports_tools(self.model)
         except RuneError as err:
             return self._failure_before_loop(err)
         history = [dict(m) for m in messages]
         state = _LoopState(messages=history, protocol=NATIVE if native else TEXT_FALLBACK)
+        state.queue = self._unanswered_calls(history)
         if not native:
             self._inject_fallback_prompt(state)
         return self._run_loop(state)
@@ -278,14 +283,29 @@ class LocalToolRuntime:
         if parsed.thinking and not message.get("thinking"):
             state.thinking = parsed.thinking
         if parsed.calls:
-            state.queue = [
-                ToolRequest(c.name, c.arguments, None, "text-fallback") for c in parsed.calls
-            ]
+            state.queue = _text_requests(parsed)
             state.batch_done = {}
             return None
         if parsed.error is not None and state.protocol == TEXT_FALLBACK:
             return self._protocol_error(state, parsed.error)
         return self._success(state, parsed.visible_text)
+
+    def _unanswered_calls(self, history: Sequence[Message]) -> list[ToolRequest]:
+        """The calls of the last assistant message that the messages after it do not answer."""
+        answered = 0
+        for message in reversed(history):
+            if message.get("role") == "tool":
+                answered += 1
+                continue
+            if message.get("role") != "assistant":
+                return []
+            if message.get("tool_calls"):
+                return [self._native_request(c) for c in message["tool_calls"][answered:]]
+            if answered:
+                return []
+            content = str(message.get("content") or "")
+            return _text_requests(fallback.parse_tool_calls(content, self._tool_names))
+        return []
 
     def _native_request(self, call: Mapping[str, Any]) -> ToolRequest:
         function = call.get("function") or {}
@@ -530,6 +550,10 @@ class LocalToolRuntime:
             iterations_used=0,
             iteration_budget=self.max_iterations,
         )
+
+
+def _text_requests(parsed: fallback.ParseOutcome) -> list[ToolRequest]:
+    return [ToolRequest(c.name, c.arguments, None, "text-fallback") for c in parsed.calls]
 
 
 def _seal(request: Mapping[str, Any], change: Mapping[str, Any]) -> str:

@@ -262,6 +262,11 @@ class RuneOperator:
         if record is not None:
             self._pending_state = dict(record.data["state"])
             self._pending = PendingApproval.from_json(record.data["pending"])
+            # The pause is journaled before its messages are, one by one: a crash in between
+            # leaves them only in the pause. Journal them now, so the history is whole again.
+            _, conversation = split_system([thaw(m) for m in self._pending_state["messages"]])
+            self._checkpoint(conversation)
+            self._history = conversation
         else:
             self._pending_state = self._pending = None
 

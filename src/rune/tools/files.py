@@ -176,6 +176,12 @@ def _prepare(tool: str, planner: Planner) -> Callable[[ToolContext, Args], Prepa
 
 def _apply(planner: Planner) -> Callable[[ToolContext, PreparedChange], str]:
     def apply(ctx: ToolContext, change: PreparedChange) -> str:
+        path, now = current_content(ctx, change.arguments["path"])
+        if now is not None and fs.digest_bytes(now) == change.fingerprint.get("new_sha256"):
+            # Applied already, e.g. by a process killed before it could record that it had:
+            # resuming the approval must not turn a finished change into an error.
+            shown = for_display(str(path))
+            return f"{shown} already has the approved content; nothing to write"
         fresh = planner(ctx, change.arguments)
         if fresh.fingerprint() != thaw(change.fingerprint):
             raise ToolError(
