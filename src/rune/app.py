@@ -9,8 +9,6 @@ get a :class:`Rune` from :func:`open_rune` and never build clients themselves.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -77,23 +75,10 @@ def sandbox_policy(settings: Settings) -> SandboxPolicy:
 
 
 def commands_contained() -> tuple[bool, str]:
-    """Whether a shell command could run inside bubblewrap here, and what was found."""
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        return False, "bubblewrap (bwrap) is not installed"
-    try:
-        probe = subprocess.run(
-            [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-net", "true"],
-            capture_output=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return False, f"{bwrap} could not start: {err}"
-    if probe.returncode != 0:
-        reason = probe.stderr.decode(errors="replace").strip() or f"exit {probe.returncode}"
-        return False, f"{bwrap} is installed but cannot create a sandbox here: {reason}"
-    return True, f"{bwrap} works"
+    """Whether a shell command would run inside bubblewrap here, and what was found."""
+    from rune.tools.commands import containment_report
+
+    return containment_report()
 
 
 # --- backend selection --------------------------------------------------------------------

@@ -303,9 +303,7 @@ class RuneOperator:
         if response.paused and response.pending is not None:
             # The pause first: it carries every message, so a crash right after loses nothing.
             state = response.pending_state
-            self._record(
-                journal.PENDING, {"state": state, "pending": response.pending.to_json()}
-            )
+            self._record(journal.PENDING, {"state": state, "pending": response.pending.to_json()})
             self._pending_state, self._pending = state, response.pending
         if conversation is not None:
             self._checkpoint(conversation)

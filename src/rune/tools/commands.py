@@ -54,13 +54,31 @@ def find_bwrap() -> str | None:
 
 
 @functools.cache
-def bwrap_works(bwrap: str) -> bool:
-    """Whether ``bwrap`` can build the sandbox here (user namespaces may be disabled)."""
+def sandbox_probe(bwrap: str) -> str | None:
+    """Why ``bwrap`` cannot build the sandbox here (user namespaces may be disabled), or None
+    when it can: the same flags a command gets, around ``true``."""
     probe = [bwrap, *_isolation_flags(), *_BASE_MOUNTS, "--", "true"]
     try:
-        return subprocess.run(probe, capture_output=True, timeout=10, check=False).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+        done = subprocess.run(probe, capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"{bwrap} could not start: {err}"
+    if done.returncode != 0:
+        reason = done.stderr.decode(errors="replace").strip() or f"exit {done.returncode}"
+        return f"{bwrap} is installed but cannot create a sandbox here: {reason}"
+    return None
+
+
+def bwrap_works(bwrap: str) -> bool:
+    return sandbox_probe(bwrap) is None
+
+
+def containment_report() -> tuple[bool, str]:
+    """Whether commands would run contained here, and what was found (for ``rune doctor``)."""
+    bwrap = find_bwrap()
+    if bwrap is None:
+        return False, "bubblewrap (bwrap) is not installed"
+    problem = sandbox_probe(bwrap)
+    return (False, problem) if problem else (True, f"{bwrap} works")
 
 
 def containment(ctx: ToolContext) -> str | None:
