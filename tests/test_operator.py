@@ -279,3 +279,42 @@ def test_an_altered_pending_change_is_refused_in_the_new_process(
     seen = approve_in_new_process(workspace, tmp_path / "data")
     assert (seen["success"], seen["error_kind"]) == (False, "ApprovalMismatch")
     assert not (workspace / "out.txt").exists()
+
+
+def test_an_approval_interrupted_before_it_finished_is_asked_again_not_replayed(
+    workspace: Path, store: SessionStore
+) -> None:
+    transport = ScriptedTransport(
+        [call("run_command", command="echo ran >> log.txt"), {"content": "done"}]
+    )
+    with store.create(model="m", workspace=str(workspace), backend="scripted") as session:
+        op = RuneOperator(transport, executor(workspace), model="m", session=session)
+        paused = op.send("log it")
+        assert paused.paused
+        session.append("decision", {"decision": "approved", "reason": ""})  # then: a crash
+        session_id = session.id
+    with store.open(session_id) as session:
+        warnings: list[str] = []
+        resumed = RuneOperator.from_session(
+            transport, executor(workspace), session, on_event=lambda e: warnings.append(str(e))
+        ).resume()
+        assert resumed is not None and resumed.paused
+        assert resumed.pending is not None and resumed.pending.preview == paused.pending.preview
+        assert not (workspace / "log.txt").exists()  # nothing ran without a fresh approval
+        assert any("may have been applied already" in w for w in warnings)
+
+
+def test_the_resumed_view_is_the_change_that_approve_would_apply(
+    workspace: Path, store: SessionStore
+) -> None:
+    session_id, preview = start_paused_session(workspace, store)
+    journal = store.root / session_id / "journal.jsonl"
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    [pending] = [r for r in records if r["kind"] == "pending"]
+    pending["data"]["pending"] = {"name": "read_file", "arguments": {}, "summary": "harmless",
+                                  "preview": "nothing to see", "contained": None}  # fmt: skip
+    journal.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with store.open(session_id) as session:
+        op = RuneOperator.from_session(ScriptedTransport([]), executor(workspace), session)
+        assert op.pending is not None
+        assert (op.pending.name, op.pending.preview) == ("write_file", preview)

@@ -143,6 +143,24 @@ def test_runes_own_config_dir_is_protected_by_default(tmp_path: Path) -> None:
         validate_write_path("CFG/settings.toml", custom, tmp_path)
 
 
+def test_runes_session_journals_are_protected_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A forged journal would be replayed by `rune resume`: the model must never write one.
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    monkeypatch.setenv("RUNE_DATA_DIR", str(home / "custom-data"))
+    policy = SandboxPolicy.default(home=home)
+    for target in (
+        home / ".local/share/rune/sessions/29991231-000000-abcdef/journal.jsonl",
+        home / "custom-data/sessions/x/journal.jsonl",
+    ):
+        with pytest.raises(SandboxDenied, match="Rune's own configuration or sessions"):
+            validate_write_path(target, policy)
+    assert validate_write_path(home / "project/journal.jsonl", policy).name == "journal.jsonl"
+
+
 def test_workspace_only_policy_is_one_directory(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()

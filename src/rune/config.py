@@ -136,9 +136,9 @@ class LoadedConfig:
 
 
 def user_config_file() -> Path:
-    from platformdirs import user_config_path
+    from rune.paths import config_dir
 
-    return user_config_path("rune") / "config.toml"
+    return config_dir() / "config.toml"
 
 
 def project_config_file(workspace: Path) -> Path:

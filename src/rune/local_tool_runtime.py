@@ -445,13 +445,7 @@ class LocalToolRuntime:
     def _pause(
         self, state: _LoopState, request: ToolRequest, change: PreparedChange
     ) -> OperatorResponse:
-        pending = PendingApproval(
-            name=request.name,
-            arguments=request.arguments,
-            summary=change.summary,
-            preview=change.preview,
-            contained=change.contained,
-        )
+        pending = _approval_of(change)
         self.on_event(ev.ApprovalRequired(pending))
         waiting = self._event(state, request, "pending_approval", preview=change.preview)
         serial = {
@@ -550,6 +544,26 @@ class LocalToolRuntime:
             iterations_used=0,
             iteration_budget=self.max_iterations,
         )
+
+
+def pending_view(state: Mapping[str, Any]) -> PendingApproval:
+    """What a pending state asks the operator to approve, read from the change that ``approve``
+    would apply (never from a separate description that could say something else)."""
+    try:
+        change = PreparedChange.from_json(state["change"])
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        raise InvalidPendingState(f"the pending state is damaged: {err!r}") from None
+    return _approval_of(change)
+
+
+def _approval_of(change: PreparedChange) -> PendingApproval:
+    return PendingApproval(
+        name=change.tool,
+        arguments=change.arguments,
+        summary=change.summary,
+        preview=change.preview,
+        contained=change.contained,
+    )
 
 
 def _text_requests(parsed: fallback.ParseOutcome) -> list[ToolRequest]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from rune import events as ev
 from rune.errors import ApprovalError, InvalidPendingState
-from rune.local_tool_runtime import MAX_ITERATIONS, LocalToolRuntime, ShapedRequest
+from rune.local_tool_runtime import MAX_ITERATIONS, LocalToolRuntime, ShapedRequest, pending_view
 from rune.messages import (
     ChatResult,
     Message,
@@ -232,7 +232,17 @@ class RuneOperator:
                 return None
             state = dict(pending.data["state"])
             if last.data.get("decision") == "approved":
-                return self._drive(lambda runtime: runtime.approve(state))
+                # Interrupted after the approval: the change may have been applied or not. Ask
+                # again rather than replay it (a file change re-applies as a no-op; a command
+                # would run twice).
+                self._pending_state, self._pending = state, pending_view(state)
+                self.on_event(
+                    ev.Warning(
+                        "Rune stopped after this change was approved; it may have been applied "
+                        "already. Approve it again to make sure, or reject it."
+                    )
+                )
+                return self._paused_response()
             reason = str(last.data.get("reason", ""))
             return self._drive(lambda runtime: runtime.reject(state, reason))
         if (
@@ -261,7 +271,7 @@ class RuneOperator:
         record = pending_record(session.records)
         if record is not None:
             self._pending_state = dict(record.data["state"])
-            self._pending = PendingApproval.from_json(record.data["pending"])
+            self._pending = pending_view(self._pending_state)
             # The pause is journaled before its messages are, one by one: a crash in between
             # leaves them only in the pause. Journal them now, so the history is whole again.
             _, conversation = split_system([thaw(m) for m in self._pending_state["messages"]])
@@ -303,7 +313,7 @@ class RuneOperator:
         if response.paused and response.pending is not None:
             # The pause first: it carries every message, so a crash right after loses nothing.
             state = response.pending_state
-            self._record(journal.PENDING, {"state": state, "pending": response.pending.to_json()})
+            self._record(journal.PENDING, {"state": state})
             self._pending_state, self._pending = state, response.pending
         if conversation is not None:
             self._checkpoint(conversation)

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from rune.errors import SessionError, SessionLocked, SessionNotFound
 from rune.messages import Message
+from rune.paths import data_dir
 from rune.sessions import journal
 from rune.sessions.journal import JournalWriter, Record, read_journal
 
@@ -32,12 +33,7 @@ _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 
 
 def default_root() -> Path:
-    override = os.environ.get("RUNE_DATA_DIR")
-    if override:
-        return Path(override).expanduser() / "sessions"
-    import platformdirs  # only here: nothing heavy at ``import rune`` time
-
-    return platformdirs.user_data_path("rune") / "sessions"
+    return data_dir() / "sessions"
 
 
 def status_of(records: tuple[Record, ...] | list[Record]) -> Status:

@@ -101,10 +101,10 @@ def _canonical_root(path: str | os.PathLike[str]) -> Path:
     return Path(os.path.realpath(os.path.expanduser(os.fspath(path))))
 
 
-def _rune_config_dirs() -> tuple[Path, ...]:
-    from platformdirs import user_config_dir
+def _rune_own_dirs() -> tuple[Path, ...]:
+    from rune.paths import own_dirs
 
-    return (Path(user_config_dir("rune")),)
+    return own_dirs()
 
 
 def _lexical_and_resolved(paths: Iterable[str | os.PathLike[str]]) -> tuple[Path, ...]:
@@ -118,15 +118,16 @@ class SandboxPolicy:
     """Where reads and writes may go. Roots are canonicalized once, at construction.
 
     ``blocked`` paths are neither read nor written (``/proc``, ``/sys`` and ``/dev`` always
-    are); ``protected_paths`` (Rune's own config by default) and, when ``protected_names`` is
-    on, the names in this module are never written, at any depth, existing or not.
+    are); ``protected_paths`` (Rune's own config and data by default) and, when
+    ``protected_names`` is on, the names in this module are never written, at any depth,
+    existing or not.
     """
 
     read_roots: Sequence[Path]
     write_roots: Sequence[Path]
     blocked: Sequence[Path] = ()
     protected_names: bool = True
-    protected_paths: Sequence[Path] = field(default_factory=_rune_config_dirs)
+    protected_paths: Sequence[Path] = field(default_factory=_rune_own_dirs)
     _blocked_folded: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _protected_folded: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
@@ -177,7 +178,7 @@ class SandboxPolicy:
         """Why writing any candidate path is refused as protected, or None."""
         hit = _prefix_hit(candidates, self.protected_paths, self._protected_folded)
         if hit is not None:
-            return f"{hit} is Rune's own configuration"
+            return f"{hit} holds Rune's own configuration or sessions"
         if not self.protected_names:
             return None
         for candidate in candidates:
