@@ -318,3 +318,21 @@ def test_the_resumed_view_is_the_change_that_approve_would_apply(
         op = RuneOperator.from_session(ScriptedTransport([]), executor(workspace), session)
         assert op.pending is not None
         assert (op.pending.name, op.pending.preview) == ("write_file", preview)
+
+
+def test_a_lone_surrogate_from_the_model_is_a_tool_error_and_journals_fine(
+    workspace: Path, store: SessionStore
+) -> None:
+    arguments = '{"path": "a.txt", "content": "x\\ud800y"}'  # valid JSON, invalid Unicode
+    reply = f'<tool_call>{{"name": "write_file", "arguments": {arguments}}}</tool_call>'
+    transport = ScriptedTransport([{"content": reply}, {"content": "sorry"}], tools=False)
+    with store.create(model="m", workspace=str(workspace), backend="scripted") as session:
+        response = RuneOperator(transport, executor(workspace), model="m", session=session).send(
+            "write a.txt"
+        )
+        session_id = session.id
+    assert response.success and response.events[0].status == "failed"
+    assert "surrogate" in (response.events[0].error or "")
+    assert not (workspace / "a.txt").exists()
+    with store.open(session_id) as session:
+        assert session.warnings == [] and session.status == "done"

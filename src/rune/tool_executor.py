@@ -37,12 +37,23 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+def _has_lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def _value_problem(name: str, prop: Mapping[str, Any], value: Any) -> str | None:
     kind = prop.get("type", "")
     expected = _JSON_TYPES.get(kind, ())
     wrong_bool = isinstance(value, bool) and kind in ("integer", "number")
     if expected and (not isinstance(value, expected) or wrong_bool):
         return f"argument {name!r} must be {kind}, got {type(value).__name__}"
+    if isinstance(value, str) and _has_lone_surrogate(value):
+        # JSON can spell "\ud800" but no file or terminal can hold it.
+        return f"argument {name!r} contains a lone UTF-16 surrogate; send valid Unicode text"
     if "minimum" in prop and value < prop["minimum"]:
         return f"argument {name!r} must be at least {prop['minimum']}, got {value}"
     if "maximum" in prop and value > prop["maximum"]:

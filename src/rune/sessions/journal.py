@@ -111,7 +111,9 @@ class JournalWriter:
             raise ValueError(f"unknown journal record kind {kind!r}")
         ts = now()
         try:
-            line = json.dumps({"kind": kind, "ts": ts, "data": data}, ensure_ascii=False)
+            # ASCII escapes: whatever text a model produced (lone surrogates included) is
+            # written and read back exactly, never refused halfway through a turn.
+            line = json.dumps({"kind": kind, "ts": ts, "data": data}, ensure_ascii=True)
         except (TypeError, ValueError) as err:
             raise SessionError(f"a {kind} record cannot be written as JSON: {err}") from None
         self._write(line.encode("utf-8") + b"\n")
