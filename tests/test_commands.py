@@ -184,3 +184,23 @@ def test_empty_or_nul_commands_are_refused(ws: Path) -> None:
 
 def test_bwrap_is_found_where_installed() -> None:
     assert (BWRAP is None) == (shutil.which("bwrap") is None)
+
+
+@needs_bwrap
+def test_contained_commands_write_only_the_workspace_not_every_write_root(tmp_path: Path) -> None:
+    # The file tools may write all of home; a command, whose writes nobody previews, may not:
+    # otherwise it could plant a git hook in another project that later runs uncontained.
+    home = tmp_path / "home"
+    project, other = home / "project", home / "other"
+    (other / ".git" / "hooks").mkdir(parents=True)
+    (project / "a/b/c/d/e/.git/hooks").mkdir(parents=True)
+    policy = SandboxPolicy(read_roots=[home], write_roots=[home])
+    ex = ToolExecutor(policy, project, contain_commands=True)
+    out = run(
+        ex,
+        f"echo ok > inside.txt; echo x > {other}/.git/hooks/pre-commit; echo x > {home}/.bashrc",
+    )
+    assert (project / "inside.txt").read_text() == "ok\n"
+    assert not (other / ".git/hooks/pre-commit").exists()
+    assert not (home / ".bashrc").exists()
+    assert out.count("Read-only file system") == 2

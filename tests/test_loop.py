@@ -682,3 +682,25 @@ def test_a_finished_conversation_just_goes_on_to_the_model(project: Path) -> Non
     rt, transport = runtime(project, [text("you're welcome")])
     resp = rt.run(saved)
     assert resp.success and resp.events == () and len(transport.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "bad_call",
+    [
+        {"function": "read_file"},
+        {"function": {"name": ["read_file"], "arguments": {"path": "calc.py"}}},
+        {"function": {"name": "read_file", "arguments": "{not json"}},
+        {"function": {"name": "write_file", "arguments": "[1, 2]"}},
+    ],
+    ids=["function-not-object", "name-not-string", "arguments-not-json", "mutating-not-object"],
+)
+def test_malformed_native_calls_are_answered_as_tool_errors(
+    project: Path, bad_call: dict[str, Any]
+) -> None:
+    rt, transport = runtime(project, [tools(bad_call), text("sorry")])
+    resp = rt.run(USER)
+    assert resp.success and resp.text == "sorry"
+    assert [e.status for e in resp.events] == ["failed"]
+    assert resp.pending is None
+    assert transport.requests[1].messages[-1]["content"].startswith("Error: ")
+    assert (project / "calc.py").read_text() == BROKEN

@@ -33,7 +33,7 @@ from rune.errors import (
     InvalidPendingState,
     RuneError,
     SandboxDenied,
-    ToolError,
+    ToolInputError,
     ToolsUnsupported,
 )
 from rune.messages import (
@@ -56,6 +56,8 @@ BREAKER_THRESHOLD = 2
 STATE_VERSION = 1
 NATIVE = "native"
 TEXT_FALLBACK = "text-fallback"
+#: the argument key that carries a call's arguments when they were not a JSON object
+UNPARSED = "__unparsed__"
 
 
 def breaker_message(name: str, count: int) -> str:
@@ -199,8 +201,15 @@ class LocalToolRuntime:
                     self._append_result(state, request, done[1], ok=done[0])
                     state.queue.pop(0)
                     continue
-                run = self._prepare if self.executor.is_mutating(request.name) else self._dispatch
-                stop = run(state, request)
+                if UNPARSED in request.arguments:
+                    problem = ToolInputError(
+                        f"the arguments of {request.name or 'the call'} are not a JSON object: "
+                        f"{request.arguments[UNPARSED][:200]!r}"
+                    )
+                    stop = self._record_failure(state, request, problem)
+                else:
+                    mutating = self.executor.is_mutating(request.name)
+                    stop = (self._prepare if mutating else self._dispatch)(state, request)
                 if stop is not None:
                     return stop
                 state.queue.pop(0)
@@ -308,15 +317,18 @@ class LocalToolRuntime:
         return []
 
     def _native_request(self, call: Mapping[str, Any]) -> ToolRequest:
-        function = call.get("function") or {}
-        name = str(function.get("name") or "")
+        source: ToolSource = self.transport.native_source
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping):
+            return ToolRequest("", {UNPARSED: json.dumps(thaw(call), default=str)}, None, source)
+        name = function.get("name")
+        name = name if isinstance(name, str) else ""
         arguments = function.get("arguments")
         if isinstance(arguments, str):
             with contextlib.suppress(json.JSONDecodeError):
                 arguments = json.loads(arguments) if arguments.strip() else {}
         if not isinstance(arguments, Mapping):
-            arguments = {"__unparsed__": str(arguments)}
-        source: ToolSource = self.transport.native_source
+            arguments = {UNPARSED: str(arguments)}
         return ToolRequest(name, arguments, call.get("id"), source)
 
     def _protocol_error(self, state: _LoopState, error: str) -> OperatorResponse | None:
@@ -331,11 +343,6 @@ class LocalToolRuntime:
     def _dispatch(self, state: _LoopState, request: ToolRequest) -> OperatorResponse | None:
         self.on_event(ev.ToolStarted(request, state.iterations_used))
         try:
-            if "__unparsed__" in request.arguments:
-                raise ToolError(
-                    f"the arguments of {request.name} are not a JSON object: "
-                    f"{request.arguments['__unparsed__'][:200]!r}"
-                )
             output = self.executor.run(request.name, request.arguments)
         except Exception as err:
             return self._record_failure(state, request, err)

@@ -8,7 +8,7 @@ transports translate from.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -246,6 +246,3 @@ def with_pending(response: OperatorResponse, state: Mapping[str, Any]) -> Operat
     from dataclasses import replace
 
     return replace(response, _pending_json=json.dumps(state, ensure_ascii=False))
-
-
-ToolCallList = Sequence[Mapping[str, Any]]

@@ -28,10 +28,12 @@ from rune.messages import thaw
 from rune.tools.base import Args, BuiltinTool, ToolContext, integer_arg, object_schema, string_arg
 from rune.tools.display import escape_hidden, for_display, hidden_note
 from rune.tools.sandbox import (
+    GIT_CONTROL_NAMES,
     PROTECTED_DIR_NAMES,
     PROTECTED_FILE_NAMES,
     PROTECTED_SEQUENCES,
     SandboxPolicy,
+    within,
 )
 from rune.tools.spec import PreparedChange, ToolSpec
 
@@ -138,7 +140,7 @@ def _scan_protected(top: Path, policy: SandboxPolicy) -> list[Path]:
         for entry in entries:
             path = Path(entry.path)
             if entry.name == ".git" and entry.is_dir(follow_symlinks=False):
-                found += [path / "hooks", path / "config"]
+                found += [path / name for name in sorted(GIT_CONTROL_NAMES)]
             elif policy.protected_hit(path) is not None:
                 found.append(path)
             elif entry.is_dir(follow_symlinks=False) and depth < SCAN_DEPTH:
@@ -152,7 +154,7 @@ def protected_binds(policy: SandboxPolicy, workspace: Path) -> tuple[list[Path],
     for root in policy.write_roots:
         candidates += _protected_candidates(root)
     candidates += _protected_candidates(workspace) + list(policy.protected_paths)
-    if any(workspace == r or workspace.is_relative_to(r) for r in policy.write_roots):
+    if within(workspace, policy.write_roots):
         candidates += _scan_protected(workspace, policy)
     binds: dict[Path, None] = {}
     watch: list[Path] = []
@@ -161,7 +163,7 @@ def protected_binds(policy: SandboxPolicy, workspace: Path) -> tuple[list[Path],
             watch.append(path)
             continue
         real = Path(os.path.realpath(path))
-        if any(real == r or real.is_relative_to(r) for r in policy.write_roots):
+        if within(real, policy.write_roots):
             binds[real] = None
     return list(binds)[:MAX_PROTECTED_BINDS], watch
 
@@ -175,9 +177,11 @@ def bwrap_argv(
     # may live there); scratch files go to a private tmpfs that TMPDIR points at.
     argv = [bwrap, *_isolation_flags(), *_BASE_MOUNTS]
     argv += ["--tmpfs", SCRATCH_DIR, "--setenv", "TMPDIR", SCRATCH_DIR]
-    for root in policy.write_roots:
-        if root.is_dir():
-            argv += ["--bind", str(root), str(root)]
+    # Only the workspace is writable for a command, even when the file tools may write all of
+    # home: a command's writes are not previewed, and a home-wide bind would let it plant git
+    # hooks or rc files in any other project, to run later outside the sandbox.
+    if within(workspace, policy.write_roots) and workspace.is_dir():
+        argv += ["--bind", str(workspace), str(workspace)]
     for path in read_only:
         argv += ["--ro-bind", str(path), str(path)]
     return [*argv, "--chdir", str(workspace), "--"]
@@ -296,9 +300,9 @@ def _preview(ctx: ToolContext, command: str, timeout: int, bwrap: str | None) ->
     lines.append(f"in {for_display(str(ctx.workspace))}, timeout {timeout} s")
     if bwrap is not None:
         lines.append(
-            "Contained (bubblewrap): no network; writes only inside "
-            f"{ctx.policy.describe_write_roots()} and a private TMPDIR; existing protected "
-            "files there are read-only."
+            "Contained (bubblewrap): no network; writes only inside the workspace and a "
+            "private TMPDIR; protected files near the top of the workspace (git hooks and "
+            "config, rc files, IDE and agent config) are read-only."
         )
     else:
         lines.append(
@@ -334,8 +338,8 @@ def apply_command(ctx: ToolContext, change: PreparedChange) -> str:
             "the command, its directory or its containment changed since it was approved; "
             "nothing was run."
         )
-    command, timeout = _checked_command(change.arguments)
-    bwrap = containment(ctx)
+    command, timeout = str(fresh.fingerprint["command"]), int(fresh.fingerprint["timeout"])
+    bwrap = containment(ctx)  # its probe is cached; prepare_command just asked it
     argv = [_shell(), "-c", command]
     watch: list[Path] = []
     if bwrap is not None:

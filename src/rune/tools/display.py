@@ -46,7 +46,8 @@ def for_display(text: str, keep: str = "\n\t") -> str:
     return f"{shown}\n{hidden_note(count)}" if count else shown
 
 
-def _is_binary(data: bytes | None) -> bool:
+def is_binary(data: bytes | None) -> bool:
+    """Whether file content looks binary (a NUL byte early on), as git and grep decide."""
     return data is not None and b"\0" in data[:8192]
 
 
@@ -59,7 +60,7 @@ def _lines(text: str) -> list[str]:
 
 def unified_diff(path: Path, before: bytes | None, after: bytes) -> str:
     """The change from ``before`` (None: the file is new) to ``after``, safe to display."""
-    if _is_binary(before) or _is_binary(after):
+    if is_binary(before) or is_binary(after):
         old = "(new file)" if before is None else f"{len(before)} bytes"
         return f"binary file {for_display(str(path))}: {old} -> {len(after)} bytes\n"
     old_lines = [] if before is None else _lines(before.decode("utf-8", "replace"))

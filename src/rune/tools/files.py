@@ -24,7 +24,7 @@ from rune.tools.base import (
     object_schema,
     string_arg,
 )
-from rune.tools.display import for_display, unified_diff
+from rune.tools.display import for_display, is_binary, unified_diff
 from rune.tools.sandbox import validate_read_path, validate_write_path
 from rune.tools.spec import PreparedChange, ToolSpec
 
@@ -41,7 +41,7 @@ def read_file(ctx: ToolContext, args: Args) -> str:
     path = validate_read_path(args["path"], ctx.policy, ctx.workspace)
     found = fs.read_regular_file(path, ctx.policy.read_roots, MAX_READ_BYTES)
     shown = for_display(str(path))
-    if b"\0" in found.data[:8192]:
+    if is_binary(found.data):
         return f"{shown} is a binary file ({found.size} bytes); not shown."
     lines = found.data.decode("utf-8", errors="replace").split("\n")
     if lines and lines[-1] == "":

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rune.errors import SandboxDenied, ToolError
-from rune.tools.sandbox import SandboxPolicy, validate_write_path
+from rune.tools.sandbox import SandboxPolicy, validate_write_path, within
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
@@ -39,7 +39,7 @@ def temp_name(name: str) -> str:
 
 
 def _root_of(path: Path, roots: Sequence[Path]) -> Path:
-    matches = [r for r in roots if path == r or path.is_relative_to(r)]
+    matches = [r for r in roots if within(path, (r,))]
     if not matches:
         raise SandboxDenied(f"Access denied: {path} is outside {[str(r) for r in roots]}.")
     return max(matches, key=lambda r: len(r.parts))

@@ -24,11 +24,13 @@ PROTECTED_FILE_NAMES: frozenset[str] = frozenset(
         ".bash_profile",
         ".bash_login",
         ".bash_logout",
+        ".bash_aliases",
         ".profile",
         ".zshrc",
         ".zprofile",
         ".zshenv",
         ".zlogin",
+        ".zlogout",
         ".cshrc",
         ".tcshrc",
         ".kshrc",
@@ -69,16 +71,18 @@ PROTECTED_DIR_NAMES: frozenset[str] = frozenset(
         ".aider",
         ".ssh",
         ".gnupg",
+        ".ipython",
     }
 )
+# Inside a git directory (including submodules' .git/modules/<name>/), these run or steer git.
+GIT_CONTROL_NAMES: frozenset[str] = frozenset({"hooks", "config", "info"})
 # Multi-component tails protected at any depth: (.git, hooks) covers .git/hooks/anything.
 PROTECTED_SEQUENCES: tuple[tuple[str, ...], ...] = (
-    (".git", "hooks"),
-    (".git", "config"),
     (".config", "autostart"),
     (".config", "systemd"),
     (".config", "fish"),
     (".config", "git"),
+    (".config", "nvim"),
     (".config", "rune"),
     (".config", "environment.d"),
     (".local", "bin"),
@@ -247,8 +251,9 @@ def resolve_strict(absolute: str) -> Path:
     return Path(real, *tail)
 
 
-def _within(path: Path, roots: Iterable[Path]) -> bool:
-    return any(path == root or path.is_relative_to(root) for root in roots)
+def within(path: Path, roots: Iterable[Path]) -> bool:
+    """Containment by path components (never by string prefix): ``path`` is a root or below."""
+    return any(path.is_relative_to(root) for root in roots)
 
 
 def _prefix_hit(
@@ -277,6 +282,11 @@ def protected_reason(path: Path) -> str | None:
             return f"{part} holds IDE or agent configuration"
     if name in PROTECTED_DIR_NAMES:
         return f"{name} holds IDE or agent configuration"
+    if ".git" in parts[:-1]:
+        inside = parts[parts.index(".git") + 1 :]
+        hit = next((part for part in inside if part in GIT_CONTROL_NAMES), None)
+        if hit is not None:
+            return f".git/…/{hit} is executed or trusted by git"
     for seq in PROTECTED_SEQUENCES:
         n = len(seq)
         for i in range(len(parts) - n + 1):
@@ -300,7 +310,7 @@ def _validate(
     resolved = resolve_strict(absolute)
     roots = policy.write_roots if write else policy.read_roots
     label = "write" if write else "read"
-    if not _within(resolved, roots):
+    if not within(resolved, roots):
         verb = "Write" if write else "Read"
         raise SandboxDenied(
             f"Access denied: {lexical} is outside allowed {label} directories: "

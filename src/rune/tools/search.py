@@ -18,7 +18,7 @@ from pathlib import Path
 from rune.errors import ToolError, ToolInputError
 from rune.tools import fs
 from rune.tools.base import Args, BuiltinTool, ToolContext, object_schema, string_arg
-from rune.tools.display import for_display
+from rune.tools.display import for_display, is_binary
 from rune.tools.sandbox import validate_read_path
 from rune.tools.spec import ToolSpec
 
@@ -86,7 +86,7 @@ def _scan(ctx: ToolContext, rx: re.Pattern[str], top: Path, glob: str | None) ->
         if found.truncated:
             tally.huge += 1
             continue
-        if b"\0" in found.data[:8192]:
+        if is_binary(found.data):
             tally.binary += 1
             continue
         text = found.data.decode("utf-8", errors="replace")
