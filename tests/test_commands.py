@@ -193,7 +193,7 @@ def test_contained_commands_write_only_the_workspace_not_every_write_root(tmp_pa
     home = tmp_path / "home"
     project, other = home / "project", home / "other"
     (other / ".git" / "hooks").mkdir(parents=True)
-    (project / "a/b/c/d/e/.git/hooks").mkdir(parents=True)
+    project.mkdir()
     policy = SandboxPolicy(read_roots=[home], write_roots=[home])
     ex = ToolExecutor(policy, project, contain_commands=True)
     out = run(
