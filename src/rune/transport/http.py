@@ -82,6 +82,18 @@ def positive_int(value: Any) -> int | None:
     return number if number > 0 else None
 
 
+def decode_object(text: str, *, what: str) -> dict[str, Any]:
+    """One JSON object from a server's answer; anything else is a ProtocolError naming ``what``
+    (e.g. "Ollama's /api/show answer")."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise ProtocolError(f"{what} is not JSON: {text[:200]!r}") from None
+    if not isinstance(value, dict):
+        raise ProtocolError(f"{what} is not a JSON object: {text[:200]!r}")
+    return value
+
+
 def make_client(
     base_url: str,
     *,

@@ -40,6 +40,7 @@ from rune.messages import ChatResult, Message, ToolSource, Usage, thaw
 from rune.transport.base import Capabilities, DeltaSink
 from rune.transport.http import (
     HttpTransport,
+    decode_object,
     error_message_of,
     make_client,
     positive_int,
@@ -316,21 +317,11 @@ class OllamaChatTransport(HttpTransport):
             raise_for_status(response, model=model, server=SERVER, not_found_hint=_pull_hint(model))
         except httpx.HTTPError as err:
             raise translate_error(err, server=SERVER, unreachable_hint=UNREACHABLE_HINT) from None
-        return _json_object(response.text, path)
+        return decode_object(response.text, what=f"Ollama's {path} answer")
 
 
 def _pull_hint(model: str) -> str:
     return f"try `ollama pull {model}`"
-
-
-def _json_object(text: str, what: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        raise ProtocolError(f"Ollama's {what} answer is not JSON: {text[:200]!r}") from None
-    if not isinstance(value, dict):
-        raise ProtocolError(f"Ollama's {what} answer is not a JSON object: {text[:200]!r}")
-    return value
 
 
 def _wire_message(message: Mapping[str, Any]) -> Message:

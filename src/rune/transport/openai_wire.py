@@ -16,7 +16,7 @@ from rune.errors import ProtocolError, ServerError
 from rune.events import TextDelta, ThinkingDelta
 from rune.messages import ChatResult, Usage
 from rune.transport.base import DeltaSink
-from rune.transport.http import error_message_of
+from rune.transport.http import decode_object, error_message_of
 
 SERVER = "OpenAI-compatible server"
 
@@ -111,13 +111,7 @@ def sse_data(lines: Iterable[str]) -> Iterator[str]:
 
 
 def decode_json(text: str, what: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        raise ProtocolError(f"{SERVER} sent a {what} that is not JSON: {text[:200]!r}") from None
-    if not isinstance(value, dict):
-        raise ProtocolError(f"{SERVER} sent a {what} that is not a JSON object: {text[:200]!r}")
-    return value
+    return decode_object(text, what=f"the {SERVER}'s {what}")
 
 
 @dataclass
