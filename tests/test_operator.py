@@ -293,15 +293,18 @@ def test_an_approval_interrupted_before_it_finished_is_asked_again_not_replayed(
         assert paused.paused
         session.append("decision", {"decision": "approved", "reason": ""})  # then: a crash
         session_id = session.id
-    with store.open(session_id) as session:
-        warnings: list[str] = []
-        resumed = RuneOperator.from_session(
-            transport, executor(workspace), session, on_event=lambda e: warnings.append(str(e))
-        ).resume()
-        assert resumed is not None and resumed.paused
-        assert resumed.pending is not None and resumed.pending.preview == paused.pending.preview
-        assert not (workspace / "log.txt").exists()  # nothing ran without a fresh approval
-        assert any("may have been applied already" in w for w in warnings)
+    for _ in range(2):  # asked again, approved again, crashed again: still the same question
+        with store.open(session_id) as session:
+            warnings: list[object] = []
+            resumed = RuneOperator.from_session(
+                transport, executor(workspace), session, on_event=warnings.append
+            ).resume()
+            assert resumed is not None and resumed.paused
+            assert resumed.pending is not None
+            assert resumed.pending.preview == paused.pending.preview
+            assert not (workspace / "log.txt").exists()  # nothing ran without a fresh approval
+            assert any("may have been applied already" in str(w) for w in warnings)
+            session.append("decision", {"decision": "approved", "reason": ""})
 
 
 def test_the_resumed_view_is_the_change_that_approve_would_apply(

@@ -51,11 +51,17 @@ def _message_chars(message: Mapping[str, Any]) -> int:
     return chars
 
 
-def split_system(messages: Sequence[Message]) -> tuple[list[Message], list[Message]]:
-    """The leading system messages (runtime-owned, e.g. the fallback prompt) and the rest."""
+def leading_system(messages: Sequence[Message]) -> int:
+    """How many system messages (runtime-owned, e.g. the fallback prompt) lead the list."""
     at = 0
     while at < len(messages) and messages[at].get("role") == "system":
         at += 1
+    return at
+
+
+def split_system(messages: Sequence[Message]) -> tuple[list[Message], list[Message]]:
+    """The leading system messages and the rest."""
+    at = leading_system(messages)
     return [dict(m) for m in messages[:at]], [dict(m) for m in messages[at:]]
 
 

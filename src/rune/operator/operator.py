@@ -38,7 +38,7 @@ from rune.operator.blocks import (
     system_block,
     tools_block,
 )
-from rune.operator.budget import ContextBudget, split_system
+from rune.operator.budget import ContextBudget, leading_system, split_system
 from rune.sessions import journal
 from rune.sessions.store import Session, pending_record
 from rune.tools.sandbox import SandboxPolicy
@@ -227,7 +227,8 @@ class RuneOperator:
         if last is None or last.kind == journal.TURN_END:
             return None
         if last.kind == journal.DECISION and not self._messages_after(last.line):
-            pending = records[-2] if len(records) > 1 else None
+            # The pause this decision answers (an approval asked again adds a second decision).
+            pending = next((r for r in reversed(records) if r.kind != journal.DECISION), None)
             if pending is None or pending.kind != journal.PENDING:
                 return None
             state = dict(pending.data["state"])
@@ -297,9 +298,10 @@ class RuneOperator:
 
     def _checkpoint(self, messages: list[Message] | tuple[Mapping[str, Any], ...]) -> None:
         """Journal the messages the loop added since the last checkpoint."""
-        _, conversation = split_system([thaw(m) for m in messages])
+        # Runs before every model call: touch only the new tail, not the whole history.
+        conversation = messages[leading_system(messages) :]
         for message in conversation[self._journaled :]:
-            self._record(journal.MESSAGE, {"message": message})
+            self._record(journal.MESSAGE, {"message": thaw(message)})
         self._journaled = max(self._journaled, len(conversation))
 
     def _drive(self, step: Callable[[LocalToolRuntime], OperatorResponse]) -> OperatorResponse:
