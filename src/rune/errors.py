@@ -7,6 +7,7 @@ above the boundary never sees them::
     RuneError
     ├── ConfigError                 bad value in a config file, env var or flag
     ├── BackendUnavailable          the chosen backend cannot start (missing extra, no model file)
+    ├── PullError                   `rune pull` could not fetch, assemble or verify a model
     ├── TransportError              anything between Rune and the model server
     │   ├── ServerUnreachable       nothing listens at the address (connect refused / DNS)
     │   ├── TransportTimeout        connect or read timeout: the server went silent
@@ -45,6 +46,10 @@ class ConfigError(RuneError, ValueError):
 
 
 class BackendUnavailable(RuneError):
+    pass
+
+
+class PullError(RuneError):
     pass
 
 

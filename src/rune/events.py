@@ -29,10 +29,20 @@ class IterationStarted:
 
 @dataclass(frozen=True, slots=True)
 class FallbackPromptInjected:
-    """The runtime chose the text-fallback protocol and put its own prompt in the request."""
+    """The runtime chose a protocol of its own (``text-fallback`` or ``constrained``) instead of
+    native tool calls, and put that protocol's prompt in the request."""
 
     model: str
     prompt: str
+    protocol: str = "text-fallback"
+
+    def describe(self) -> str:
+        if self.protocol == "constrained":
+            return (
+                f"{self.model}: constrained protocol (each reply is one JSON object the "
+                "server's grammar checks)"
+            )
+        return f"{self.model} has no native tool calling here; using the text protocol"
 
 
 @dataclass(frozen=True, slots=True)

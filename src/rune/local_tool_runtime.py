@@ -3,7 +3,9 @@
 ::
 
     run(messages)
-      └─ transport.supports_tools(model)      native tool_calls, or the text-fallback protocol
+      └─ protocol "auto": transport.supports_tools(model) → native tool_calls, or the
+         text-fallback protocol; "native", "text" and "constrained" (one JSON object per turn,
+         constrained by the server's grammar: rune.constrained) are chosen by the caller
       └─ _run_loop: while True
            ├─ execute queued requests (dedup: name + canonical arguments)
            │    ├─ read-only → dispatch immediately
@@ -25,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from rune import constrained, fallback
 from rune import events as ev
-from rune import fallback
 from rune.errors import (
     ApprovalMismatch,
     ConfigError,
@@ -56,6 +58,13 @@ BREAKER_THRESHOLD = 2
 STATE_VERSION = 1
 NATIVE = "native"
 TEXT_FALLBACK = "text-fallback"
+CONSTRAINED = "constrained"
+#: what ``protocol=`` takes: "auto" is the design document's rule (native when discovery says
+#: the model has tools, else the text fallback); the others force one protocol
+PROTOCOLS = ("auto", "native", "text", "constrained")
+_LOOP_PROTOCOLS = (NATIVE, TEXT_FALLBACK, CONSTRAINED)
+#: tool sources whose results go back as text (no ``tool_calls`` entry to answer)
+_TEXT_SOURCES = ("text-fallback", "constrained")
 #: the argument key that carries a call's arguments when they were not a JSON object
 UNPARSED = "__unparsed__"
 
@@ -119,6 +128,7 @@ class LocalToolRuntime:
         options: Mapping[str, Any] | None = None,
         shaper: RequestShaper | None = None,
         on_event: ev.EventSink | None = None,
+        protocol: str = "auto",
     ) -> None:
         if isinstance(max_iterations, bool) or not isinstance(max_iterations, int):
             raise ConfigError(f"max_iterations must be an integer, got {max_iterations!r}")
@@ -127,6 +137,9 @@ class LocalToolRuntime:
                 f"max_iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}, "
                 f"got {max_iterations}"
             )
+        if protocol not in PROTOCOLS:
+            raise ConfigError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+        self.protocol = protocol
         self.transport = transport
         self.executor = executor
         self.model = model
@@ -137,6 +150,7 @@ class LocalToolRuntime:
         self.on_event: ev.EventSink = on_event or ev.ignore
         self._tool_names = frozenset(spec.name for spec in executor.specs())
         self._schemas = [spec.schema() for spec in executor.specs()]
+        self._turn_schema = constrained.turn_schema(executor.specs())
 
     # --- public API ---------------------------------------------------------------------
 
@@ -147,15 +161,26 @@ class LocalToolRuntime:
         by a process that died mid-turn) are executed first, before the model is asked again.
         """
         try:
-            native = self.transport.supports_tools(self.model)
+            protocol = self._choose_protocol()
         except RuneError as err:
             return self._failure_before_loop(err)
         history = [dict(m) for m in messages]
-        state = _LoopState(messages=history, protocol=NATIVE if native else TEXT_FALLBACK)
-        state.queue = self._unanswered_calls(history)
-        if not native:
+        state = _LoopState(messages=history, protocol=protocol)
+        state.queue = self._unanswered_calls(history, protocol)
+        if protocol == TEXT_FALLBACK:
             self._inject_fallback_prompt(state)
+        elif protocol == CONSTRAINED:
+            prompt = constrained.constrained_prompt(self.executor.specs())
+            self._inject_prompt(state, prompt, CONSTRAINED)
         return self._run_loop(state)
+
+    def _choose_protocol(self) -> str:
+        if self.protocol == "constrained":
+            return CONSTRAINED
+        if self.protocol == "text":
+            return TEXT_FALLBACK
+        native = self.transport.supports_tools(self.model)
+        return NATIVE if native or self.protocol == "native" else TEXT_FALLBACK
 
     def approve(self, pending_state: Mapping[str, Any]) -> OperatorResponse:
         """Apply the prepared change the state waits on (after re-validation), then go on."""
@@ -250,13 +275,20 @@ class LocalToolRuntime:
         if shaped.evicted:
             state.evicted.extend(shaped.evicted)
         think = self.think if self.think is not None and self._supports_thinking() else None
+        extra: dict[str, Any] = {}
+        on_delta: Any = self.on_event
+        if state.protocol == CONSTRAINED:
+            # Passed only here, so a Transport written before structured output still works.
+            extra["response_schema"] = self._turn_schema
+            on_delta = constrained.TurnStream(self.on_event)
         result = self.transport.chat(
             self.model,
             shaped.messages,
             tools=self._schemas if state.protocol == NATIVE else None,
             think=think,
             options=shaped.options,
-            on_delta=self.on_event,
+            on_delta=on_delta,
+            **extra,
         )
         if self.shaper is not None:
             self.shaper.observe(shaped, result)
@@ -280,6 +312,9 @@ class LocalToolRuntime:
         stored: Message = {"role": "assistant", "content": content}
         if message.get("thinking"):
             stored["thinking"] = message["thinking"]
+        if state.protocol == CONSTRAINED:
+            state.messages.append(stored)
+            return self._take_constrained_turn(state, content, result.done_reason)
         native_calls = message.get("tool_calls") or ()
         if native_calls and state.protocol == NATIVE:
             stored["tool_calls"] = [thaw(c) for c in native_calls]
@@ -299,7 +334,26 @@ class LocalToolRuntime:
             return self._protocol_error(state, parsed.error)
         return self._success(state, parsed.visible_text)
 
-    def _unanswered_calls(self, history: Sequence[Message]) -> list[ToolRequest]:
+    def _take_constrained_turn(
+        self, state: _LoopState, content: str, done_reason: str | None
+    ) -> OperatorResponse | None:
+        turn = constrained.parse_turn(content, self._tool_names)
+        if turn.thought:
+            state.thinking = turn.thought
+        if turn.call is not None:
+            state.queue = [_constrained_request(turn)]
+            state.batch_done = {}
+            return None
+        if turn.answer is not None:
+            return self._success(state, turn.answer)
+        error = turn.error or "the reply could not be read"
+        if done_reason == "length":
+            error += "; the reply hit the output token limit"
+        feedback = f"Your reply could not be used: {error}. {constrained.format_hint()}"
+        state.messages.append({"role": "user", "content": feedback})
+        return self._count_failure(state, "reply", "<unusable reply>" + error)
+
+    def _unanswered_calls(self, history: Sequence[Message], protocol: str) -> list[ToolRequest]:
         """The calls of the last assistant message that the messages after it do not answer."""
         answered = 0
         for message in reversed(history):
@@ -313,6 +367,9 @@ class LocalToolRuntime:
             if answered:
                 return []
             content = str(message.get("content") or "")
+            if protocol == CONSTRAINED:
+                turn = constrained.parse_turn(content, self._tool_names)
+                return [_constrained_request(turn)] if turn.call is not None else []
             return _text_requests(fallback.parse_tool_calls(content, self._tool_names))
         return []
 
@@ -400,7 +457,7 @@ class LocalToolRuntime:
     ) -> None:
         # A call the model wrote as text is answered as text, also on a native model: a
         # ``tool`` message that answers no ``tool_calls`` entry is refused by OpenAI-style servers.
-        if request.source == "text-fallback":
+        if request.source in _TEXT_SOURCES:
             text = fallback.format_tool_result(request.name, content, ok=ok)
             state.messages.append({"role": "user", "content": text})
             return
@@ -439,13 +496,16 @@ class LocalToolRuntime:
         self._inject_fallback_prompt(state)
 
     def _inject_fallback_prompt(self, state: _LoopState) -> None:
-        prompt = fallback.fallback_prompt(self.executor.specs())
-        # After the caller's system messages, before the conversation: a stable prefix.
+        self._inject_prompt(state, fallback.fallback_prompt(self.executor.specs()), TEXT_FALLBACK)
+
+    def _inject_prompt(self, state: _LoopState, prompt: str, protocol: str) -> None:
+        """The runtime-owned protocol prompt, after the caller's system messages and before
+        the conversation: a stable prefix for the prompt cache."""
         at = 0
         while at < len(state.messages) and state.messages[at].get("role") == "system":
             at += 1
         state.messages.insert(at, {"role": "system", "content": prompt})
-        self.on_event(ev.FallbackPromptInjected(self.model, prompt))
+        self.on_event(ev.FallbackPromptInjected(self.model, prompt, protocol))
 
     # --- pause and resume ---------------------------------------------------------------
 
@@ -507,7 +567,7 @@ class LocalToolRuntime:
             seal = str(data["seal"])
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise InvalidPendingState(f"the pending state is damaged: {err!r}") from None
-        if not queue or state.protocol not in (NATIVE, TEXT_FALLBACK):
+        if not queue or state.protocol not in _LOOP_PROTOCOLS:
             raise InvalidPendingState("the pending state has no request waiting for approval")
         request = queue[0]
         if check_seal and (
@@ -571,6 +631,11 @@ def _approval_of(change: PreparedChange) -> PendingApproval:
         preview=change.preview,
         contained=change.contained,
     )
+
+
+def _constrained_request(turn: constrained.ConstrainedTurn) -> ToolRequest:
+    assert turn.call is not None
+    return ToolRequest(turn.call.name, turn.call.arguments, None, "constrained")
 
 
 def _text_requests(parsed: fallback.ParseOutcome) -> list[ToolRequest]:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-ToolSource = Literal["ollama-native", "openai-native", "text-fallback"]
+ToolSource = Literal["ollama-native", "openai-native", "text-fallback", "constrained"]
 ToolStatus = Literal["done", "failed", "denied", "pending_approval", "rejected"]
 Message = dict[str, Any]
 

@@ -102,13 +102,8 @@ class ConsoleReporter:
                 line = Text(f"  {mark} {tool_event.name} {tool_event.status}: ", style=style)
                 line.append(tool_outcome(tool_event), style="")
                 self.line(line)
-            case ev.FallbackPromptInjected(model=model):
-                self.line(
-                    Text(
-                        f"{model} has no native tool calling here; using the text protocol",
-                        style="dim",
-                    )
-                )
+            case ev.FallbackPromptInjected() as injected:
+                self.line(Text(injected.describe(), style="dim"))
             case ev.Warning(message=message):
                 self.line(Text(f"warning: {message}", style="yellow"))
             case _:

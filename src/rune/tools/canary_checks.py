@@ -27,6 +27,11 @@ ALLOWED_WRITE_SITES: frozenset[tuple[str, str]] = frozenset(
         ("rune.sessions.store", "_lock"),
         ("rune.sessions.store", "SessionStore.create"),
         ("rune.demo", "create_demo_project"),
+        # `rune pull`: the user's command, writing only into Rune's own models directory.
+        ("rune.pull", "pull"),
+        ("rune.pull", "_download"),
+        ("rune.pull", "_assemble"),
+        ("rune.pull", "_temporary_beside"),
         ("rune.canary", "check_approve_from_serialized_state"),
         ("rune.canary", "main"),
     }

@@ -32,7 +32,9 @@ class Transport(Protocol):
 
     ``chat`` takes Ollama-shaped messages and tool schemas and returns one accumulated
     assistant turn; a transport for another wire format translates both ways. Every failure
-    is raised as a :class:`rune.errors.TransportError` subclass.
+    is raised as a :class:`rune.errors.TransportError` subclass. ``response_schema`` (a JSON
+    schema) asks the server to constrain the reply's content to it (structured output); the
+    caller passes it only when it wants that, so a transport written before it still works.
     """
 
     #: the ``ToolEvent.source`` for tool calls that arrive as structured ``tool_calls``
@@ -53,4 +55,5 @@ class Transport(Protocol):
         think: bool | None = None,
         options: Mapping[str, Any] | None = None,
         on_delta: DeltaSink | None = None,
+        response_schema: Mapping[str, Any] | None = None,
     ) -> ChatResult: ...

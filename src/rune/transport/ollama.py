@@ -250,8 +250,16 @@ class OllamaChatTransport(HttpTransport):
         think: bool | None = None,
         options: Mapping[str, Any] | None = None,
         on_delta: DeltaSink | None = None,
+        response_schema: Mapping[str, Any] | None = None,
     ) -> ChatResult:
-        body = self.request_body(model, messages, tools=tools, think=think, options=options)
+        body = self.request_body(
+            model,
+            messages,
+            tools=tools,
+            think=think,
+            options=options,
+            response_schema=response_schema,
+        )
         try:
             with self._client.stream("POST", "/api/chat", json=body) as response:
                 try:
@@ -290,6 +298,7 @@ class OllamaChatTransport(HttpTransport):
         tools: Sequence[Mapping[str, Any]] | None = None,
         think: bool | None = None,
         options: Mapping[str, Any] | None = None,
+        response_schema: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The exact JSON ``chat`` posts to ``/api/chat``."""
         caps = self.capabilities(model)
@@ -305,6 +314,8 @@ class OllamaChatTransport(HttpTransport):
             body["tools"] = [thaw(t) for t in tools]
         if think is not None and caps.thinking:
             body["think"] = think
+        if response_schema is not None:
+            body["format"] = thaw(response_schema)
         return body
 
     # --- plumbing -----------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from rune.errors import ContextOverflow, ServerError, ToolsUnsupported
-from rune.messages import ChatResult, ToolSource
+from rune.messages import ChatResult, ToolSource, thaw
 from rune.transport.base import Capabilities, DeltaSink
 from rune.transport.http import (
     HttpTransport,
@@ -36,6 +36,8 @@ from rune.transport.openai_wire import (
 )
 
 CHAT_PATH = "/chat/completions"
+#: ``response_format.json_schema.name``: OpenAI requires one; llama-server and vLLM ignore it
+SCHEMA_NAME = "rune_turn"
 #: Markers of a server refusing the ``tools`` parameter itself (vLLM without a tool parser,
 #: llama-server without ``--jinja``); such a model is switched to the text fallback.
 TOOLS_REFUSED = ("does not support tools", "enable-auto-tool-choice", "--jinja")
@@ -141,8 +143,18 @@ class OpenAICompatTransport(HttpTransport):
         think: bool | None = None,
         options: Mapping[str, Any] | None = None,
         on_delta: DeltaSink | None = None,
+        response_schema: Mapping[str, Any] | None = None,
     ) -> ChatResult:
         body = self._request_body(model, messages, tools, think, options)
+        if response_schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": SCHEMA_NAME,
+                    "strict": True,
+                    "schema": thaw(response_schema),
+                },
+            }
         assembly = TurnAssembly(on_delta)
         # llama-server closes the connection after every streamed answer while still
         # advertising keep-alive; a pooled connection then fails the next request at

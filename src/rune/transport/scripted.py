@@ -21,6 +21,7 @@ class ScriptedRequest:
     tools: list[Mapping[str, Any]] | None
     think: bool | None
     options: Mapping[str, Any] | None
+    response_schema: Mapping[str, Any] | None = None
 
 
 class ScriptedTransport:
@@ -70,10 +71,16 @@ class ScriptedTransport:
         think: bool | None = None,
         options: Mapping[str, Any] | None = None,
         on_delta: DeltaSink | None = None,
+        response_schema: Mapping[str, Any] | None = None,
     ) -> ChatResult:
         self.requests.append(
             ScriptedRequest(
-                model, list(messages), None if tools is None else list(tools), think, options
+                model,
+                list(messages),
+                None if tools is None else list(tools),
+                think,
+                options,
+                response_schema,
             )
         )
         if self._next >= len(self._turns):

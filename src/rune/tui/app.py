@@ -153,8 +153,8 @@ class RuneApp(App[int]):
                 running = [t for t in self._tools if t.status == "running"]
                 if running:
                     running[0].finish(event)
-            case ev.FallbackPromptInjected(model=model):
-                self._note(f"{model} has no native tool calling; using the text protocol")
+            case ev.FallbackPromptInjected() as injected:
+                self._note(injected.describe())
             case ev.Warning(message=text):
                 self._note(f"warning: {text}", "warning")
             case _:
