@@ -259,7 +259,7 @@ def test_approve_applies_after_revalidation_and_continues(project: Path) -> None
 def test_reject_feeds_the_reason_back_and_continues(project: Path) -> None:
     rt, transport = runtime(
         project,
-        [tools(call("write_file", path="calc.py", content="oops")), text("understood")],
+        [tools(call("write_file", path="calc.py", content=FIXED + "# oops\n")), text("understood")],
     )
     paused = rt.run(USER)
     resp = rt.reject(paused.pending_state, reason="keep the signature")  # type: ignore[arg-type]

@@ -30,10 +30,13 @@ def test_executor_offers_the_tools_with_json_schemas(ex: ToolExecutor) -> None:
     assert isinstance(ex, Executor)
     names = {s.name: s for s in ex.specs()}
     assert set(names) == {
-        "read_file", "list_dir", "search", "write_file", "edit_file", "format_code", "run_command"
+        "read_file", "list_dir", "search", "replace_function", "write_file", "edit_file",
+        "format_code", "run_command",
     }  # fmt: skip
     mutating = {n for n in names if ex.is_mutating(n)}
-    assert mutating == {"write_file", "edit_file", "format_code", "run_command"}
+    assert mutating == {
+        "replace_function", "write_file", "edit_file", "format_code", "run_command"
+    }  # fmt: skip
     for spec in names.values():
         schema = spec.schema()["function"]["parameters"]
         assert schema["type"] == "object" and set(schema["required"]) <= set(schema["properties"])

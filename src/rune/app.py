@@ -26,7 +26,7 @@ from rune.transport.base import Capabilities, Transport
 BackendKind = Literal["ollama", "openai", "embedded", "scripted"]
 # Tools whose approval `--yes` may give: they change files and show a diff. Anything else
 # (commands, tools added later) needs `--yes --yes`, so an unknown tool fails closed.
-FILE_EDIT_TOOLS = frozenset({"write_file", "edit_file", "format_code"})
+FILE_EDIT_TOOLS = frozenset({"write_file", "edit_file", "replace_function", "format_code"})
 OLLAMA_PROBE_SECONDS = 1.0
 # A 135M model left alone rambles for minutes on two cores; the demo caps each reply.
 DEMO_MODEL_MAX_OUTPUT_TOKENS = 256

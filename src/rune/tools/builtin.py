@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rune.tools.base import BuiltinTool, ToolContext
 from rune.tools.commands import RUN_COMMAND
-from rune.tools.files import EDIT_FILE, LIST_DIR, READ_FILE, WRITE_FILE
+from rune.tools.files import EDIT_FILE, LIST_DIR, READ_FILE, REPLACE_FUNCTION, WRITE_FILE
 from rune.tools.formatting import FORMAT_CODE
 from rune.tools.search import SEARCH
 
@@ -14,8 +14,9 @@ BUILTIN_TOOLS: tuple[BuiltinTool, ...] = (
     READ_FILE,
     LIST_DIR,
     SEARCH,
-    WRITE_FILE,
+    REPLACE_FUNCTION,
     EDIT_FILE,
+    WRITE_FILE,
     FORMAT_CODE,
     RUN_COMMAND,
 )

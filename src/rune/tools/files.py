@@ -1,9 +1,12 @@
-"""File tools: read_file and list_dir (read-only); write_file and edit_file (prepared changes).
+"""File tools: read_file and list_dir (read-only); write_file, edit_file and replace_function
+(prepared changes).
 
 A mutating file tool is a *plan* function: it validates the path through the write choke point
 and computes the whole new content, touching nothing. ``prepare`` shows the plan as a diff;
 ``apply`` plans again, refuses unless the fresh plan has the approved fingerprint, and writes
-it with ``fs.atomic_write`` (which validates once more and re-checks the digest).
+it with ``fs.atomic_write`` (which validates once more and re-checks the digest). A plan that
+would break a Python file is refused before anything is shown (:mod:`rune.tools.python_code`),
+and the result of a write shows the model the lines as they now are.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from pathlib import Path
 
 from rune.errors import ToolError, ToolInputError
 from rune.messages import thaw
-from rune.tools import fs
+from rune.tools import fs, python_code
 from rune.tools.base import (
     PATH_ARG,
     Args,
@@ -32,6 +35,8 @@ MAX_READ_BYTES = 256 * 1024
 MAX_EDIT_BYTES = 4 * 1024 * 1024
 DEFAULT_READ_LINES = 2000
 MAX_LIST_ENTRIES = 500
+#: how many changed lines a write's result shows back to the model
+SHOWN_BACK_LINES = 30
 
 
 # --- read-only -------------------------------------------------------------------------------
@@ -131,7 +136,9 @@ def decode_text(path: Path, data: bytes) -> str:
 
 def plan_write(ctx: ToolContext, args: Args) -> FilePlan:
     path, before = current_content(ctx, args["path"])
-    return FilePlan(path, before, str(args["content"]).encode("utf-8", "surrogateescape"))
+    after = str(args["content"]).encode("utf-8", "surrogateescape")
+    python_code.check_change(path, before, after, whole_file=True)
+    return FilePlan(path, before, after)
 
 
 def plan_edit(ctx: ToolContext, args: Args) -> FilePlan:
@@ -153,7 +160,24 @@ def plan_edit(ctx: ToolContext, args: Args) -> FilePlan:
             f"old_text matches {count} times in {for_display(str(path))}; it must match exactly "
             f"once: {hint}."
         )
-    return FilePlan(path, before, text.replace(old_text, new_text, 1).encode("utf-8"))
+    after = text.replace(old_text, new_text, 1).encode("utf-8")
+    python_code.check_change(path, before, after, whole_file=False)
+    return FilePlan(path, before, after)
+
+
+def plan_replace_function(ctx: ToolContext, args: Args) -> FilePlan:
+    path, before = current_content(ctx, args["path"])
+    shown = for_display(str(path), keep="")
+    if not python_code.is_python(path):
+        raise ToolInputError(
+            f"replace_function edits Python files; for {shown} use edit_file or write_file."
+        )
+    if before is None:
+        raise ToolError(f"{shown} does not exist; create it with write_file.")
+    source = decode_text(path, before)
+    after = python_code.replace_definition(path, source, str(args["name"]), str(args["code"]))
+    python_code.check_change(path, before, after.encode("utf-8"), whole_file=False)
+    return FilePlan(path, before, after.encode("utf-8"))
 
 
 def _prepare(tool: str, planner: Planner) -> Callable[[ToolContext, Args], PreparedChange]:
@@ -196,9 +220,41 @@ def _apply(planner: Planner) -> Callable[[ToolContext, PreparedChange], str]:
             workspace=ctx.workspace,
             expected_digest=fresh.digest,
         )
-        return f"wrote {for_display(str(written))} ({len(fresh.after)} bytes)"
+        wrote = f"wrote {for_display(str(written))} ({len(fresh.after)} bytes)"
+        return wrote + shown_back(fresh.before, fresh.after)
 
     return apply
+
+
+def shown_back(before: bytes | None, after: bytes) -> str:
+    """The changed lines as they now read, numbered like read_file shows them, so the model
+    sees what its change did without reading the file again. One span, from the first to the
+    last changed line (found by common prefix and suffix: linear, whatever the file's size)."""
+    if is_binary(after):
+        return ""
+    old = [] if before is None else before.decode("utf-8", "replace").split("\n")
+    new = after.decode("utf-8", "replace").split("\n")
+    if new and new[-1] == "":
+        new.pop()
+    if old and old[-1] == "":
+        old.pop()
+    head = 0
+    while head < min(len(old), len(new)) and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    first, last = head, len(new) - tail  # new[first:last] changed
+    if first >= last:
+        removed = len(old) - len(new)
+        return f"; {removed} line(s) removed after line {first}" if new else "; the file is empty"
+    shown = new[first : min(last, first + SHOWN_BACK_LINES)]
+    body = "\n".join(
+        f"{n:>6}\t{for_display(line, keep=chr(9))}" for n, line in enumerate(shown, first + 1)
+    )
+    more = last - first - len(shown)
+    note = f"\n[{more} more changed line(s) not shown]" if more else ""
+    return f". Lines {first + 1}-{last} now read:\n{body}{note}"
 
 
 def file_change_tool(spec: ToolSpec, planner: Planner) -> BuiltinTool:
@@ -247,6 +303,24 @@ WRITE_FILE = file_change_tool(
         mutating=True,
     ),
     plan_write,
+)
+
+REPLACE_FUNCTION = file_change_tool(
+    ToolSpec(
+        "replace_function",
+        "Replace a whole function or class in a Python file with new code; when the file has "
+        "none of that name, the code is added at its end. Needs the user's approval.",
+        object_schema(
+            {
+                "path": PATH_ARG,
+                "name": string_arg("The function or class to replace: add, Calc or Calc.add."),
+                "code": string_arg("The complete new definition, from `def` to its last line."),
+            },
+            ["path", "name", "code"],
+        ),
+        mutating=True,
+    ),
+    plan_replace_function,
 )
 
 EDIT_FILE = file_change_tool(

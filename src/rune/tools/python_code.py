@@ -1,0 +1,195 @@
+"""What the file tools know about Python: whether a change leaves a file that parses, what a
+whole-file rewrite drops, and where a function's definition starts and ends.
+
+Small models fix code best one function at a time (they rewrite the function whole, which
+keeps the rest of the file out of their hands), and they break files in two ways that are
+easy to see before anything is written: a change that no longer parses, and a whole-file
+rewrite that leaves out functions it was not asked to touch. Both are refused here with the
+reason, so the model can correct itself, whatever the protocol and whatever the approval mode.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+from rune.errors import ToolError, ToolInputError
+from rune.tools.display import for_display
+
+PYTHON_SUFFIXES = frozenset({".py", ".pyi"})
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def is_python(path: Path) -> bool:
+    return path.suffix in PYTHON_SUFFIXES
+
+
+def syntax_problem(text: str, name: str = "<file>") -> str | None:
+    """None when ``text`` parses as Python, else ``line N: message: `the line```."""
+    try:
+        ast.parse(text, filename=name)
+    except SyntaxError as err:
+        line = (err.text or "").rstrip("\n")
+        shown = f": `{for_display(line.strip(), keep='')}`" if line.strip() else ""
+        return f"line {err.lineno}: {err.msg}{shown}"
+    except (ValueError, RecursionError, MemoryError) as err:
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def _decode(data: bytes | None) -> str | None:
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def check_change(path: Path, before: bytes | None, after: bytes, *, whole_file: bool) -> None:
+    """Refuse a change to a Python file that breaks it. A file that did not parse before may
+    be changed freely (the change may be the fix); a new file must parse. ``whole_file``: the
+    change replaces the file, so it must keep every top-level function and class."""
+    if not is_python(path):
+        return
+    old, new = _decode(before), _decode(after)
+    if new is None or (before is not None and (old is None or syntax_problem(old) is not None)):
+        return
+    shown = for_display(path.name, keep="")
+    problem = syntax_problem(new, path.name)
+    if problem is not None:
+        raise ToolError(
+            f"the change would leave {shown} with invalid Python ({problem}); nothing was "
+            "changed. Send the complete, corrected code."
+        )
+    if whole_file and old is not None:
+        dropped = sorted(top_level_names(old) - top_level_names(new))
+        if dropped:
+            listed = ", ".join(dropped)
+            raise ToolError(
+                f"the new content of {shown} leaves out {listed}, which the file defines now; "
+                "nothing was changed. write_file replaces the whole file, so send all of it, "
+                "or change one function with replace_function (to delete a function on "
+                "purpose, use edit_file)."
+            )
+
+
+def top_level_names(text: str) -> set[str]:
+    """The functions and classes a module defines at its top level, as ``name()``/``class``."""
+    names: set[str] = set()
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.ClassDef):
+            names.add(f"class {node.name}")
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(f"{node.name}()")
+    return names
+
+
+# --- replacing one definition -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """Lines ``start``..``end`` (1-based, inclusive) of a definition, decorators included."""
+
+    start: int
+    end: int
+
+
+def replace_definition(path: Path, source: str, name: str, code: str) -> str:
+    """``source`` with the definition called ``name`` replaced by ``code`` (or, when the file
+    has none, ``code`` added at its end). ``name`` is ``function``, ``Class`` or
+    ``Class.method``. Raises ToolError/ToolInputError with what to send instead."""
+    shown = for_display(path.name, keep="")
+    name = name.strip()
+    if not name or not all(part.isidentifier() for part in name.split(".")):
+        raise ToolInputError(
+            f"name must be a function or class name such as `add` or `Calc.add`, got {name!r}"
+        )
+    problem = syntax_problem(source, path.name)
+    if problem is not None:
+        raise ToolError(
+            f"{shown} does not parse now ({problem}), so its functions cannot be found; fix "
+            "it with edit_file or write_file."
+        )
+    block = _normalised(code, name.rsplit(".", 1)[-1])
+    spans = _find(ast.parse(source), name)
+    lines = source.splitlines(keepends=True)
+    if len(spans) > 1:
+        raise ToolInputError(
+            f"{name} is defined {len(spans)} times in {shown}; name the one you mean as "
+            "Class.method."
+        )
+    if not spans:
+        if "." in name:
+            raise ToolError(f"{shown} has no {name}; give an existing Class.method, or a name.")
+        head = "".join(lines).rstrip("\n")
+        return (head + "\n\n\n" if head else "") + block
+    span = spans[0]
+    first = lines[span.start - 1]
+    indent = first[: len(first) - len(first.lstrip(" \t"))]
+    indented = "".join(
+        indent + line if line.strip() else line for line in block.splitlines(keepends=True)
+    )
+    return "".join(lines[: span.start - 1]) + indented + "".join(lines[span.end :])
+
+
+def _normalised(code: str, short_name: str) -> str:
+    """``code`` dedented, ending in one newline, and checked to define ``short_name``."""
+    block = textwrap.dedent(code.replace("\r\n", "\n")).strip("\n") + "\n"
+    problem = syntax_problem(block)
+    if problem is not None:
+        raise ToolError(
+            f"code is not valid Python on its own ({problem}); send the whole definition, "
+            f"starting with `def {short_name}(` or `class {short_name}`."
+        )
+    defined = {n.name for n in ast.parse(block).body if isinstance(n, _DEFINITIONS)}
+    if short_name not in defined:
+        raise ToolInputError(
+            f"code must be the complete new definition of {short_name}, starting with "
+            f"`def {short_name}(` (or `class {short_name}`); it defines "
+            f"{', '.join(sorted(defined)) or 'nothing'}."
+        )
+    return block
+
+
+def _find(tree: ast.Module, name: str) -> list[Span]:
+    """Where ``name`` is defined: at the top level first, else anywhere (methods, nested)."""
+    if "." in name:
+        owner, _, member = name.rpartition(".")
+        holders = [n for n in _walk_definitions(tree.body) if _qualified(n) == owner]
+        return [_span(n) for h in holders for n in _body(h) if _named(n, member)]
+    top = [_span(n) for n in tree.body if _named(n, name)]
+    if top:
+        return top
+    return [_span(n) for n in _walk_definitions(tree.body) if _named(n, name)]
+
+
+def _body(node: ast.stmt) -> list[ast.stmt]:
+    return node.body if isinstance(node, _DEFINITIONS) else []
+
+
+def _named(node: ast.stmt, name: str) -> bool:
+    return isinstance(node, _DEFINITIONS) and node.name == name
+
+
+def _walk_definitions(body: list[ast.stmt], prefix: str = "") -> list[ast.stmt]:
+    found: list[ast.stmt] = []
+    for node in body:
+        if isinstance(node, _DEFINITIONS):
+            node._rune_qualified = prefix + node.name  # type: ignore[attr-defined]
+            found.append(node)
+            found.extend(_walk_definitions(node.body, prefix + node.name + "."))
+    return found
+
+
+def _qualified(node: ast.stmt) -> str:
+    return str(getattr(node, "_rune_qualified", getattr(node, "name", "")))
+
+
+def _span(node: ast.stmt) -> Span:
+    assert isinstance(node, _DEFINITIONS)
+    start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    return Span(start, node.end_lineno or node.lineno)
