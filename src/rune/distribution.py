@@ -15,10 +15,13 @@ from pathlib import Path
 from rune import __version__
 
 DISTRIBUTION = "rune-agent"
-#: how to get the in-process llama.cpp backend (the ``embedded`` extra) into a Rune installed
-#: as the README's Install section says; inside a virtualenv, ``pip install`` takes the same
-#: argument.
-EMBEDDED_INSTALL_HINT = f"pipx install --force '{DISTRIBUTION}[embedded]'"
+#: how to add the in-process llama.cpp backend (the ``embedded`` extra) to a Rune installed as
+#: the README's Install section says; inside a virtualenv, ``pip install`` takes the same
+#: argument. Until a release is on PyPI, the clone form is the one that works.
+EMBEDDED_INSTALL_HINT = (
+    f"pipx install --force '{DISTRIBUTION}[embedded]'"
+    " (in a clone of Rune: pipx install --force '.[embedded]')"
+)
 GIT_TIMEOUT_S = 5.0
 
 
