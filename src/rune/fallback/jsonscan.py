@@ -51,6 +51,10 @@ def decode_at(text: str, start: int, limit: int, *, repair: bool = True) -> Deco
         value, end = _DECODER.raw_decode(text, start)
     except json.JSONDecodeError as err:
         strict_reason = f"{err.msg} at character {err.pos - start + 1}"
+    except RecursionError:
+        # "[[[[..." from a model: Python's decoder recurses per level. Not a call, and no
+        # repair can make one of it.
+        return Undecodable("nested too deeply to be a tool call")
     else:
         return Decoded(value, end)
     if not repair:
@@ -60,7 +64,7 @@ def decode_at(text: str, start: int, limit: int, *, repair: bool = True) -> Deco
         value, end = _DECODER.raw_decode(fixed)
     except _Unrepairable as err:
         return Undecodable(err.reason, cut_off=err.cut_off)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return Undecodable(strict_reason)
     if end != len(fixed):
         return Undecodable(strict_reason)

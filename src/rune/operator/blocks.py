@@ -9,6 +9,7 @@ counters, so the same workspace gives the same bytes and the server's prompt cac
 from __future__ import annotations
 
 import platform
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from rune.tools.spec import ToolSpec
 SYSTEM_BUCKET = 100
 TOOLS_BUCKET = 90
 ENVIRONMENT_BUCKET = 70
+FILES_BUCKET = 60
 PROJECT_BUCKET = 50
 
 PROJECT_FILES = ("AGENTS.md", "RUNE.md")
@@ -99,6 +101,108 @@ def project_block(workspace: Path, policy: SandboxPolicy) -> ProjectInstructions
         else None
     )
     return ProjectInstructions(block, tuple(warnings))
+
+
+#: A workspace this small goes into the context whole; a bigger one, only the files the task
+#: names. Tight on purpose: a small model on two cores reads about 80 prompt tokens a second.
+SMALL_WORKSPACE_FILES = 8
+SMALL_WORKSPACE_BYTES = 8 * 1024
+NAMED_FILE_BYTES = 16 * 1024
+NAMED_FILES_BYTES = 24 * 1024
+#: at most this many files are looked at to decide whether the workspace is small
+WALK_LIMIT = 64
+SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", "venv", "build", "dist", "target"})
+_FILE_MENTION = re.compile(r"[\w./-]*\w\.[A-Za-z0-9]{1,8}\b")
+_LANGUAGES = {".py": "python", ".js": "javascript", ".ts": "typescript", ".sh": "bash"}
+
+
+def files_block(workspace: Path, policy: SandboxPolicy, request: str) -> ContextBlock | None:
+    """The workspace's files as they are now, so a model can change them without reading them
+    first (as Aider puts the files a user names into the chat): every text file of a small
+    workspace, else the files ``request`` names. Read as read_file reads them (same policy),
+    and evictable: it is the first thing to go when the window is short."""
+    chosen: dict[str, bytes] = {}
+    small = _small_workspace(workspace, policy)
+    if small is not None:
+        chosen.update(small)
+    else:
+        total = 0
+        for name in _mentioned(request):
+            data = _read_text(workspace, policy, name, NAMED_FILE_BYTES)
+            if data is None or total + len(data) > NAMED_FILES_BYTES:
+                continue
+            chosen[name] = data
+            total += len(data)
+    if not chosen:
+        return None
+    parts = [
+        "Files in the workspace, as they are now (you need not read them again):",
+        *(_fenced(name, data) for name, data in sorted(chosen.items())),
+    ]
+    return ContextBlock("files", "\n\n".join(parts), FILES_BUCKET, evictable=True)
+
+
+def _fenced(name: str, data: bytes) -> str:
+    text = data.decode("utf-8", errors="replace")
+    fence = "````" if "```" in text else "```"
+    language = _LANGUAGES.get(Path(name).suffix, "")
+    return f"{name}\n{fence}{language}\n{text.rstrip(chr(10))}\n{fence}"
+
+
+def _mentioned(request: str) -> list[str]:
+    names = []
+    for match in _FILE_MENTION.finditer(request):
+        name = match.group(0).strip("./") if not match.group(0).startswith("/") else match.group(0)
+        if name and name not in names:
+            names.append(name)
+    return names
+
+
+def _read_text(workspace: Path, policy: SandboxPolicy, name: str, limit: int) -> bytes | None:
+    """A text file's bytes if the read policy allows it and it is small enough, else None."""
+    try:
+        path = validate_read_path(workspace / name, policy, workspace)
+        if not path.is_relative_to(workspace):
+            return None
+        found = fs.read_regular_file(path, policy.read_roots, limit)
+    except (RuneError, OSError):
+        return None
+    if found.truncated or b"\0" in found.data:
+        return None
+    try:
+        found.data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return found.data
+
+
+def _small_workspace(workspace: Path, policy: SandboxPolicy) -> dict[str, bytes] | None:
+    """All text files of the workspace, when there are few and they are small; else None."""
+
+    def skip_dir(path: Path) -> bool:
+        return path.name.startswith(".") or path.name in SKIPPED_DIRS
+
+    names: list[str] = []
+    try:
+        for _, path in fs.walk_files(workspace, policy.read_roots, skip_dir):
+            if path.name.startswith("."):
+                continue
+            names.append(path.relative_to(workspace).as_posix())
+            if len(names) > WALK_LIMIT:
+                return None
+    except (RuneError, OSError):
+        return None
+    found: dict[str, bytes] = {}
+    total = 0
+    for name in names:
+        data = _read_text(workspace, policy, name, SMALL_WORKSPACE_BYTES)
+        if data is None:
+            continue
+        found[name] = data
+        total += len(data)
+        if len(found) > SMALL_WORKSPACE_FILES or total > SMALL_WORKSPACE_BYTES:
+            return None
+    return found
 
 
 def environment_block(

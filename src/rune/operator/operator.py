@@ -34,6 +34,7 @@ from rune.messages import (
 from rune.operator.blocks import (
     ContextBlock,
     environment_block,
+    files_block,
     project_block,
     system_block,
     tools_block,
@@ -83,6 +84,7 @@ class RuneOperator:
         think: bool | None = None,
         options: Mapping[str, Any] | None = None,
         on_event: ev.EventSink | None = None,
+        protocol: str = "auto",
     ) -> None:
         self.transport = transport
         self.executor = executor
@@ -104,11 +106,13 @@ class RuneOperator:
             think=think,
             shaper=_JournalingShaper(self),
             on_event=self._on_loop_event,
+            protocol=protocol,
         )
         self.contributors: list[Contributor] = [
             self._contributor_system,
             self._contributor_tools,
             self._contributor_environment,
+            self._contributor_files,
             self._contributor_project,
         ]
         self.session: Session | None = None
@@ -171,6 +175,15 @@ class RuneOperator:
         # Probed once per operator: whether bubblewrap works does not change mid-session.
         probe = getattr(self.executor, "commands_contained", None)
         return probe() if callable(probe) else None
+
+    def _contributor_files(self) -> ContextBlock | None:
+        sandbox = self._sandbox()
+        if sandbox is None:
+            return None
+        # The request that opened this turn (later user messages may be tool results).
+        start = self._turn_starts[-1] if self._turn_starts else None
+        opening = self._history[start] if start is not None and start < len(self._history) else {}
+        return files_block(*sandbox, str(opening.get("content") or ""))
 
     def _contributor_project(self) -> ContextBlock | None:
         sandbox = self._sandbox()

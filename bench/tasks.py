@@ -1,0 +1,172 @@
+"""The task suite: small real bugs in Python files, fixed (or not) by a real model through Rune.
+
+Each task in ``bench/tasks/NAME/`` has ``task.md`` (what the user types), ``workspace/`` (the
+buggy project) and ``check.py`` (run in a fresh interpreter in a copy of the workspace after
+the run; exit 0 means fixed). ``solution/`` holds a reference fix, used only by the tests that
+keep the suite honest (each check fails on the bug and passes on the fix).
+
+Every task runs as ``rune run --yes --yes TASK`` does: the same composition root
+(``rune.app.build_operator``: sandboxed tools, the model's generation defaults, the protocol
+``auto`` picks for the embedded backend), file edits and contained commands approved. One
+model server serves the whole suite, as a running llama-server or Ollama would; the time to
+load the model is printed once, apart from the per-task times.
+
+usage: .venv/bin/python bench/tasks.py --model qwen2.5-coder:1.5b [--protocol constrained]
+           [--tasks 0*] [--runs 3] [--base-url http://127.0.0.1:8080] [--json results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rune import events as ev
+from rune.app import BackendChoice, auto_approves, build_operator
+from rune.catalog import find, pulled_path
+from rune.config import load
+from rune.embedded import EmbeddedLlamaServer
+from rune.transport.openai_compat import OpenAICompatTransport
+
+TASKS = Path(__file__).resolve().parent / "tasks"
+CHECK_TIMEOUT_S = 20
+APPROVAL_ROUNDS = 8
+
+
+@dataclass
+class Outcome:
+    task: str
+    fixed: bool
+    steps: int
+    seconds: float
+    ended: str
+    tools: list[str]
+
+
+def check(task: Path, workspace: Path) -> bool:
+    """The task's check in a fresh interpreter (the model's code never runs in this one)."""
+    code = (task / "check.py").read_text(encoding="utf-8")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=workspace,
+            capture_output=True,
+            timeout=CHECK_TIMEOUT_S,
+            env={"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/usr/bin:/bin"},
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0
+
+
+def run_task(task: Path, args: argparse.Namespace, transport: OpenAICompatTransport, model: str,
+             choice: BackendChoice) -> Outcome:  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix=f"rune-task-{task.name}-") as scratch:
+        workspace = Path(scratch) / "project"
+        shutil.copytree(task / "workspace", workspace)
+        flags = {"workspace": str(workspace), "approval": args.approval}
+        if args.protocol:
+            flags["protocol"] = args.protocol
+        settings = load(flags).settings
+        tools: list[str] = []
+
+        def note(event: ev.LoopEvent) -> None:
+            if isinstance(event, ev.ToolFinished):
+                tools.append(f"{event.event.name}:{event.event.status}")
+
+        operator = build_operator(settings, choice, transport, model, on_event=note)
+        request = (task / "task.md").read_text(encoding="utf-8").strip()
+        started = time.perf_counter()
+        response = operator.send(request)
+        rounds = 0
+        while response.pending is not None and rounds < APPROVAL_ROUNDS:
+            rounds += 1
+            if auto_approves(settings.approval, response.pending):
+                response = operator.approve()
+            else:
+                response = operator.reject("the user does not approve this in the benchmark")
+        seconds = time.perf_counter() - started
+        ended = "answered" if response.success else (response.error_kind or "paused")
+        return Outcome(
+            task.name, check(task, workspace), response.iterations_used, seconds, ended, tools
+        )
+
+
+@contextlib.contextmanager
+def server_for(args: argparse.Namespace) -> Iterator[tuple[str, str, BackendChoice]]:
+    """``(base_url, model name on the server, the backend choice rune run would make)``."""
+    entry = find(args.model) if args.model else None
+    if args.base_url:
+        kind = "embedded" if args.as_embedded else "openai"
+        choice = BackendChoice(kind, "bench", url=args.base_url, catalog=entry)  # type: ignore[arg-type]
+        with OpenAICompatTransport(args.base_url) as probe:
+            models = probe.list_models()
+        yield args.base_url, (models[0] if models else args.model or ""), choice
+        return
+    if entry is None or pulled_path(entry) is None:
+        sys.exit(f"pull the model first: rune pull {args.model}")
+    started = time.perf_counter()
+    with EmbeddedLlamaServer(entry.path, ctx=entry.context) as server:
+        print(f"model {entry.name} loaded in {time.perf_counter() - started:.1f} s", flush=True)
+        choice = BackendChoice("embedded", "bench", model_path=entry.path, catalog=entry)
+        yield server.base_url, server.model, choice
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="qwen2.5-coder:1.5b", help="a pulled catalogue model")
+    parser.add_argument("--protocol", choices=("auto", "native", "text", "constrained"))
+    parser.add_argument("--tasks", default="*", help="glob over task names (default: all)")
+    parser.add_argument("--runs", type=int, default=1, help="run the suite this many times")
+    parser.add_argument("--approval", choices=("edits", "all"), default="all")
+    parser.add_argument("--base-url", help="use this running OpenAI-compatible server instead")
+    parser.add_argument(
+        "--as-embedded",
+        action="store_true",
+        help="with --base-url: choose the protocol as for the embedded backend",
+    )
+    parser.add_argument("--json", type=Path, help="write every outcome here")
+    parser.add_argument("--verbose", "-v", action="store_true", help="print the tool calls")
+    args = parser.parse_args()
+    tasks = sorted(p for p in TASKS.glob(args.tasks) if (p / "check.py").is_file())
+    if not tasks:
+        sys.exit(f"no task matches {args.tasks!r} in {TASKS}")
+    outcomes: list[Outcome] = []
+    with server_for(args) as (url, model, choice), OpenAICompatTransport(url) as transport:
+        protocol = args.protocol or "auto"
+        print(f"{len(tasks)} tasks x {args.runs} run(s), model {model}, protocol {protocol}")
+        for run in range(1, args.runs + 1):
+            fixed = 0
+            for task in tasks:
+                outcome = run_task(task, args, transport, model, choice)
+                outcomes.append(outcome)
+                fixed += outcome.fixed
+                mark = "fixed " if outcome.fixed else "FAILED"
+                print(
+                    f"  {outcome.task:<28} {mark}  steps {outcome.steps}  "
+                    f"{outcome.seconds:5.1f} s  {outcome.ended}",
+                    flush=True,
+                )
+                if args.verbose:
+                    print(f"      {' '.join(outcome.tools)}")
+            times = [o.seconds for o in outcomes[-len(tasks) :]]
+            print(
+                f"run {run}: fixed {fixed}/{len(tasks)} ({100 * fixed / len(tasks):.0f}%), "
+                f"median {statistics.median(times):.1f} s, total {sum(times):.0f} s"
+            )
+    if args.json:
+        args.json.write_text(json.dumps([asdict(o) for o in outcomes], indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
