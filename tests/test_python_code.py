@@ -1,0 +1,196 @@
+"""replace_function and the Python guards of the file tools, through the real executor and files."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from rune.errors import ToolError, ToolInputError
+from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.tools.files import shown_back
+
+CALC = '''"""A calculator."""
+import math
+
+
+def add(a, b):
+    return a - b
+
+
+class Calc:
+    @staticmethod
+    def twice(x):
+        return x + x
+
+    def half(self, x):
+        return x / 3
+
+
+def mul(a, b):
+    return a * b
+'''
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    (tmp_path / "calc.py").write_text(CALC)
+    (tmp_path / "notes.txt").write_text("def add(a, b):\n")
+    (tmp_path / "broken.py").write_text("def f(:\n    pass\n")
+    return tmp_path
+
+
+@pytest.fixture
+def ex(ws: Path) -> ToolExecutor:
+    return ToolExecutor(SandboxPolicy.workspace_only(ws), ws, contain_commands=False)
+
+
+def apply(ex: ToolExecutor, tool: str, **arguments: str) -> str:
+    return ex.apply(ex.prepare(tool, arguments))
+
+
+def test_replaces_a_top_level_function_and_keeps_everything_else(
+    ex: ToolExecutor, ws: Path
+) -> None:
+    out = apply(
+        ex, "replace_function", path="calc.py", name="add", code="def add(a, b):\n    return a + b"
+    )
+    assert (ws / "calc.py").read_text() == CALC.replace("return a - b", "return a + b")
+    assert out.endswith("Lines 6-6 now read:\n     6\t    return a + b")
+
+
+def test_a_method_is_reindented_to_its_class(ex: ToolExecutor, ws: Path) -> None:
+    code = "def half(self, x):\n    return x / 2\n"
+    apply(ex, "replace_function", path="calc.py", name="Calc.half", code=code)
+    assert "    def half(self, x):\n        return x / 2\n" in (ws / "calc.py").read_text()
+    apply(
+        ex,
+        "replace_function",
+        path="calc.py",
+        name="twice",
+        code="    @staticmethod\n    def twice(x):\n        return 2 * x\n",
+    )
+    text = (ws / "calc.py").read_text()
+    assert "    @staticmethod\n    def twice(x):\n        return 2 * x\n" in text
+    assert text.count("@staticmethod") == 1
+
+
+def test_a_missing_function_is_added_at_the_end(ex: ToolExecutor, ws: Path) -> None:
+    apply(
+        ex,
+        "replace_function",
+        path="calc.py",
+        name="sub",
+        code="def sub(a, b):\n    return a - b\n",
+    )
+    assert (ws / "calc.py").read_text() == CALC + "\n\ndef sub(a, b):\n    return a - b\n"
+
+
+F = "def add(): pass"
+REFUSALS = [
+    ("notes.txt", "add", F, ToolInputError, "edits Python files"),
+    ("new.py", "add", F, ToolError, "does not exist"),
+    ("broken.py", "f", "def f(): pass", ToolError, "does not parse now (line 1"),
+    ("calc.py", "add", "    return a + b", ToolInputError, "it defines nothing"),
+    ("calc.py", "add", "def plus(a, b):\n    return a + b", ToolInputError, "it defines plus"),
+    ("calc.py", "add;rm", F, ToolInputError, "must be a function or class"),
+    ("calc.py", "Nope.add", F, ToolError, "has no Nope.add"),
+    ("calc.py", "add", "def add(a, b):\nreturn a", ToolError, "not valid Python on its own"),
+]
+
+
+@pytest.mark.parametrize(("path", "name", "code", "error", "message"), REFUSALS)
+def test_replace_function_refuses_with_what_to_send_instead(
+    ex: ToolExecutor,
+    ws: Path,
+    path: str,
+    name: str,
+    code: str,
+    error: type[Exception],
+    message: str,
+) -> None:
+    with pytest.raises(error, match=re.escape(message)):
+        ex.prepare("replace_function", {"path": path, "name": name, "code": code})
+    assert (ws / "calc.py").read_text() == CALC
+
+
+def test_an_ambiguous_name_asks_for_class_dot_method(ex: ToolExecutor, ws: Path) -> None:
+    (ws / "two.py").write_text(
+        "class A:\n    def f(self): pass\n\n\nclass B:\n    def f(self): pass\n"
+    )
+    with pytest.raises(ToolInputError, match=r"defined 2 times .* Class\.method"):
+        ex.prepare(
+            "replace_function", {"path": "two.py", "name": "f", "code": "def f(self): return 1"}
+        )
+    apply(ex, "replace_function", path="two.py", name="B.f", code="def f(self):\n    return 2")
+    assert (ws / "two.py").read_text().endswith("class B:\n    def f(self):\n        return 2\n")
+
+
+# --- guards on write_file and edit_file -------------------------------------------------------
+
+
+def test_a_write_that_breaks_the_syntax_is_refused_before_approval(
+    ex: ToolExecutor, ws: Path
+) -> None:
+    broken = CALC.replace("return a - b", "return a +")
+    with pytest.raises(
+        ToolError, match=r"invalid Python \(line 6: invalid syntax: `return a \+`\)"
+    ):
+        ex.prepare("write_file", {"path": "calc.py", "content": broken})
+    with pytest.raises(ToolError, match="invalid Python"):
+        ex.prepare("edit_file", {"path": "calc.py", "old_text": "a - b", "new_text": "a -"})
+    with pytest.raises(ToolError, match="invalid Python"):
+        ex.prepare("write_file", {"path": "new_module.py", "content": "def f(:\n"})
+    assert (ws / "calc.py").read_text() == CALC
+
+
+def test_a_whole_file_write_that_drops_functions_is_refused(ex: ToolExecutor, ws: Path) -> None:
+    only_add = "def add(a, b):\n    return a + b\n"
+    with pytest.raises(ToolError, match=r"leaves out class Calc, mul\(\)") as caught:
+        ex.prepare("write_file", {"path": "calc.py", "content": only_add})
+    assert "replace_function" in str(caught.value)
+    # edit_file may delete a function on purpose, and write_file may keep every one.
+    apply(
+        ex, "edit_file", path="calc.py", old_text="def mul(a, b):\n    return a * b\n", new_text=""
+    )
+    assert "def mul" not in (ws / "calc.py").read_text()
+
+
+def test_non_python_files_and_files_already_broken_are_not_judged(
+    ex: ToolExecutor, ws: Path
+) -> None:
+    apply(ex, "write_file", path="notes.txt", content="def (((\n")
+    apply(ex, "write_file", path="broken.py", content="still (broken\n")
+    assert (ws / "broken.py").read_text() == "still (broken\n"
+
+
+def test_hostile_python_is_a_tool_error_not_a_crash(ex: ToolExecutor, ws: Path) -> None:
+    deep = "x = " + "(" * 5000 + ")" * 5000 + "\n"
+    with pytest.raises(ToolError, match="invalid Python"):
+        ex.prepare("write_file", {"path": "deep.py", "content": deep})
+    nul = "x = 1\0\n"
+    with pytest.raises(ToolError, match="invalid Python"):
+        ex.prepare("write_file", {"path": "nul.py", "content": nul})
+
+
+LONG = b"x\n" + b"y\n" * 40
+LONG_SHOWN = ". Lines 2-41 now read:\n" + "".join(f"{n:>6}\ty\n" for n in range(2, 32))
+ESCAPED = (
+    "     1\t\\x1b[2Ja\n[1 control or invisible character(s) shown escaped as \\xNN or \\uNNNN]"
+)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        (None, b"a\nb\n", ". Lines 1-2 now read:\n     1\ta\n     2\tb"),
+        (b"a\nb\nc\n", b"a\nB\nc\n", ". Lines 2-2 now read:\n     2\tB"),
+        (b"a\nb\nc\n", b"a\nc\n", "; 1 line(s) removed after line 1"),
+        (b"a\n", b"", "; the file is empty"),
+        (b"x\n", LONG, LONG_SHOWN + "[10 more changed line(s) not shown]"),
+        (b"a\n", b"\x1b[2Ja\n", ". Lines 1-1 now read:\n" + ESCAPED),
+    ],
+)
+def test_shown_back(before: bytes | None, after: bytes, expected: str) -> None:
+    assert shown_back(before, after) == expected
