@@ -9,10 +9,7 @@ from typing import Any
 
 from rune.transport.scripted import ScriptedTransport
 
-DEMO_TASK = (
-    "Fix the bug in calc.py so that add(2, 3) == 5. Read the file first, then change it with "
-    "write_file. test_calc.py shows what is expected."
-)
+DEMO_TASK = "Fix the bug in calc.py so that add(2, 3) == 5. test_calc.py shows what is expected."
 SCRIPTED_MODEL = "scripted-demo"
 
 BROKEN_CALC = '''"""A tiny calculator with a bug in it."""

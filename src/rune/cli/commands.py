@@ -116,9 +116,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from rune.app import DEMO_MODEL_NOTICE, open_rune
     from rune.demo import DEMO_TASK, create_demo_project
 
+    loaded = load_config(args)
+    if needs_default_model(loaded):
+        from rune.catalog import DEFAULT_MODEL, find
+
+        out.print(
+            f"No model server answered and no coding model is pulled: getting {DEFAULT_MODEL} "
+            "once (Rune runs it itself; later runs start in seconds)."
+        )
+        status = pull_with_progress(find(DEFAULT_MODEL))
+        if status != EXIT_OK:
+            return status
     project = create_demo_project()
     out.print(f"sample project: {project} (calc.py has a broken add())")
-    loaded = load_config(args, workspace=str(project))
+    loaded = load_config(args, warn=False, workspace=str(project))
     with open_rune(loaded, title="demo: fix add()") as rune:
         if rune.backend.demo_model:
             out.print(Text(DEMO_MODEL_NOTICE, style="yellow"))
@@ -130,6 +141,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if status == EXIT_OK and not fixed:
             status = EXIT_FAILED
     return status
+
+
+def needs_default_model(loaded: LoadedConfig) -> bool:
+    """Whether the demo would otherwise run on the demo model (or on nothing) although the user
+    named neither a model nor a backend: then the default coding model is worth pulling."""
+    from rune.app import choose_backend
+
+    settings = loaded.settings
+    if settings.model or settings.backend or settings.embedded_model:
+        return False
+    try:
+        return choose_backend(settings).demo_model
+    except BackendUnavailable:
+        return True
 
 
 def verify_demo(project: Path) -> bool:

