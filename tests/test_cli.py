@@ -258,3 +258,32 @@ def test_doctor_with_nothing_running_says_how_to_get_a_model(home: Path) -> None
     assert done.returncode == 1
     assert "!!  server:" in done.stdout
     assert "ollama serve" in done.stdout
+
+
+def test_doctor_prints_the_effective_sandbox_policy(home: Path) -> None:
+    project = home / "proj"
+    project.mkdir()
+    extra = home / "scratch"
+    done = rune(
+        home,
+        "doctor",
+        "--backend",
+        "scripted",
+        "--workspace",
+        str(project),
+        "--write-root",
+        str(extra),
+        "--allow-credential",
+        str(home / ".aws" / "config"),
+    )
+    no_traceback(done)
+    lines = {line.split(":")[0]: line for line in done.stdout.splitlines() if ":" in line}
+    assert f"write: {project}, {extra};" in lines["ok  sandbox"]
+    credentials = lines["ok  sandbox, credentials (never read or written)"]
+    assert ".aws" in credentials and ".bash_history" not in credentials  # listed as .*_history
+    assert f"readable by your config: {home / '.aws' / 'config'}" in credentials
+    assert ".git" in lines["ok  sandbox, protected (never written)"]
+    sensitive = lines["ok  sandbox, sensitive (always asks, even under --yes)"]
+    assert "AGENTS.md" in sensitive and "conftest.py" in sensitive
+    assert "outside the workspace" in sensitive
+    assert "every change and command asks" in lines["ok  sandbox, approval"]

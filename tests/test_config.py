@@ -43,9 +43,7 @@ def test_defaults_come_from_default(workspace: Path, user_file: Path) -> None:
 
 def test_each_layer_overrides_the_one_below_and_is_named(workspace: Path, user_file: Path) -> None:
     write(user_file, 'model = "user-model"\nmax_iterations = 3\nthink = true\nmax_context = 900\n')
-    write(
-        project_file(workspace), "max_output_tokens = 64\nmax_iterations = 4\nthink = false\n"
-    )
+    write(project_file(workspace), "max_output_tokens = 64\nmax_iterations = 4\nthink = false\n")
     env = {"RUNE_MAX_ITERATIONS": "5", "RUNE_THINK": "true"}
     loaded = load({"workspace": str(workspace), "max_iterations": 6}, env=env, user_file=user_file)
     s, src = loaded.settings, loaded.sources

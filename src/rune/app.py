@@ -90,7 +90,7 @@ def sandbox_policy(settings: Settings) -> SandboxPolicy:
 
 def policy_report(settings: Settings) -> list[tuple[str, str]]:
     """The effective sandbox policy beyond its roots, as (what, details) lines."""
-    from rune.tools.names import CREDENTIALS, HOME_PROTECTED, PROTECTED, SENSITIVE
+    from rune.tools.names import CREDENTIALS, HOME_PROTECTED, PROTECTED, RUNE_OWN, SENSITIVE
 
     policy = sandbox_policy(settings)
     allowed = ", ".join(str(p) for p in settings.sandbox_allow_credentials) or "none"
@@ -104,7 +104,8 @@ def policy_report(settings: Settings) -> list[tuple[str, str]]:
         ("never read or written", ", ".join(str(p) for p in policy.blocked)),
         (
             "credentials (never read or written)",
-            f"{', '.join(CREDENTIALS.entries())}; Rune's own config and sessions; "
+            f"{', '.join(CREDENTIALS.entries())}; Rune's own config, key and sessions "
+            f"({', '.join(RUNE_OWN.entries())} and where RUNE_DATA_DIR points); "
             f"readable by your config: {allowed}",
         ),
         (

@@ -128,8 +128,6 @@ CREDENTIALS = NameList(
         ".config/doctl",
         ".config/hcloud",
         ".config/op",
-        ".config/rune",
-        ".local/share/rune",
         ".local/share/keyrings",
         ".local/share/kwalletd",
         ".gnome2/keyrings",
@@ -151,6 +149,13 @@ CREDENTIALS = NameList(
         ".var/app/com.brave.Browser",
     ),
     dot_suffixes=("_history",),
+)
+
+# Rune's own config, approval key and sessions wherever a home puts them (the directories
+# Rune actually uses are checked by path too): like credentials, but no config lifts them.
+RUNE_OWN = NameList(
+    "holds Rune's own configuration or sessions",
+    sequences=(".config/rune", ".local/share/rune"),
 )
 
 # --- protected: never written ------------------------------------------------------------------

@@ -35,6 +35,11 @@ def check_path_syntax(raw: str, *, file_target: bool) -> None:
             f"Access denied: the path {_shown(raw)} is {size} bytes long; Rune accepts paths "
             f"up to {MAX_PATH_BYTES} bytes. Send a shorter path."
         )
+    if _DRIVE.match(raw):
+        raise SandboxDenied(
+            f"Access denied: {_shown(raw)} is a Windows drive path; Rune works with POSIX "
+            "paths. Send an absolute path starting with '/' or a path relative to the workspace."
+        )
     if _URI.match(raw):
         parts = urlsplit(raw)
         plain = unquote(parts.path) if parts.scheme.lower() == "file" and parts.path else None
@@ -43,15 +48,10 @@ def check_path_syntax(raw: str, *, file_target: bool) -> None:
             f"Access denied: {_shown(raw)} is a URI ({parts.scheme}:), not a file path. "
             f"Send {instead}."
         )
-    if _DRIVE.match(raw):
-        raise SandboxDenied(
-            f"Access denied: {_shown(raw)} is a Windows drive path; Rune works with POSIX "
-            "paths. Send an absolute path starting with '/' or a path relative to the workspace."
-        )
     if "\\" in raw:
         raise SandboxDenied(
             f"Access denied: {_shown(raw)} contains a backslash; Rune works with POSIX paths. "
-            f"Separate directories with '/', e.g. {_shown(raw.replace(chr(92), '/'))}."
+            f"Send it with '/' between directories, e.g. {_shown(raw.replace(chr(92), '/'))}."
         )
     components = [p for p in raw.split("/") if p not in ("", ".")]
     if len(components) > MAX_COMPONENTS:

@@ -18,15 +18,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rune.errors import SandboxDenied
-from rune.tools.names import CREDENTIALS, HOME_PROTECTED, PROTECTED, SENSITIVE, first_match, fold
+from rune.tools.names import (
+    CREDENTIALS,
+    HOME_PROTECTED,
+    PROTECTED,
+    RUNE_OWN,
+    SENSITIVE,
+    first_match,
+    fold,
+)
 from rune.tools.pathsyntax import check_path_syntax
 
 # Names that are dangerous at any depth, existing or not (the lists live in rune.tools.names).
-PROTECTED_NAMES: frozenset[str] = frozenset().union(*(n.names for n in (*PROTECTED, CREDENTIALS)))
+_NEVER_WRITTEN = (*PROTECTED, CREDENTIALS, RUNE_OWN)
+PROTECTED_NAMES: frozenset[str] = frozenset().union(*(n.names for n in _NEVER_WRITTEN))
 #: the name earlier versions used for :data:`PROTECTED_NAMES`
 PROTECTED_FILE_NAMES = PROTECTED_NAMES
 PROTECTED_SEQUENCES: tuple[tuple[str, ...], ...] = tuple(
-    tuple(seq.split("/")) for names in (*PROTECTED, CREDENTIALS) for seq in names.sequences
+    tuple(seq.split("/")) for names in _NEVER_WRITTEN for seq in names.sequences
 )
 # Inside a git directory (submodules' .git/modules/<name>/ included), what a contained command
 # must not change: these run or redirect git. (The file tools never write inside .git at all.)
@@ -146,8 +155,9 @@ class SandboxPolicy:
         for candidate in candidates:
             path = Path(candidate)
             own = _prefix_hit([path], self.protected_paths, self._protected_folded)
+            own = own if own is not None else RUNE_OWN.match(path)
             if own is not None:
-                return f"holds Rune's own configuration or sessions ({own})"
+                return f"{RUNE_OWN.what} ({own})"
             store = CREDENTIALS.match(path)
             if store is not None and not (reading and self._allowed(path, store)):
                 return f"{CREDENTIALS.what} ({store})"
