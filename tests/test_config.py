@@ -178,3 +178,11 @@ def test_env_and_flags_may_still_widen_what_the_project_file_could_not(
     loaded = load({"workspace": str(workspace), "approval": "edits"}, env={}, user_file=user_file)
     assert loaded.settings.approval == "edits"
     assert loaded.sources["approval"] == "flag --yes"
+
+
+def test_allowed_credentials_come_from_the_users_env_as_a_path_list(
+    workspace: Path, user_file: Path, tmp_path: Path
+) -> None:
+    env = {"RUNE_SANDBOX_ALLOW_CREDENTIALS": f"{tmp_path / '.aws'}:~/.kube/config"}
+    s = load({"workspace": str(workspace)}, env=env, user_file=user_file).settings
+    assert s.sandbox_allow_credentials == (tmp_path / ".aws", Path.home() / ".kube" / "config")

@@ -61,6 +61,8 @@ KEYS: dict[str, tuple[str, str]] = {
     ),
 }
 ENV_PREFIX = "RUNE_"
+# Keys whose environment variable is a list of paths separated by os.pathsep.
+PATH_LISTS = frozenset({"sandbox.write_roots", "sandbox.read_roots", "sandbox.allow_credentials"})
 # Settings whose command-line flag is not simply --<key>.
 FLAG_NAMES = {
     "approval": "--yes",
@@ -242,7 +244,7 @@ def _env_layer(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
         raw = env.get(name)
         if raw is None or raw == "":
             continue
-        values[key] = [p for p in raw.split(os.pathsep) if p] if key.endswith("_roots") else raw
+        values[key] = [p for p in raw.split(os.pathsep) if p] if key in PATH_LISTS else raw
         origin[key] = f"env {name}"
     return values, origin
 
