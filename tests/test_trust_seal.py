@@ -171,6 +171,9 @@ def test_a_state_edited_in_the_journal_is_refused_by_rune_resume(tmp_path: Path)
             state["queue"][0]["arguments"]["content"] = evil
             state["change"]["arguments"]["content"] = evil
             state["change"]["fingerprint"]["new_sha256"] = hashlib.sha256(evil.encode()).hexdigest()
+            # What anyone could recompute: the old, unkeyed seal.
+            both = {"request": state["queue"][0], "change": state["change"]}
+            state["seal"] = hashlib.sha256(canonical_json(both).encode()).hexdigest()
             lines[n] = json.dumps(record)
     journal.write_text("\n".join(lines) + "\n")
     resumed = rune(home, "resume", stdin="a\n", script=script)

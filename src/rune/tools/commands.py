@@ -141,7 +141,10 @@ def _scan_protected(top: Path, policy: SandboxPolicy) -> list[Path]:
             path = Path(entry.path)
             if entry.name == ".git" and entry.is_dir(follow_symlinks=False):
                 found += [path / name for name in sorted(GIT_CONTROL_NAMES)]
-            elif policy.protected_hit(path) is not None:
+            elif (
+                policy.protected_hit(path) is not None
+                or policy.credential_hit(path, reading=False) is not None
+            ):
                 found.append(path)
             elif entry.is_dir(follow_symlinks=False) and depth < SCAN_DEPTH:
                 queue.append((path, depth + 1))
