@@ -161,7 +161,7 @@ RUNE_OWN = NameList(
 # --- protected: never written ------------------------------------------------------------------
 
 STARTUP_FILES = NameList(
-    "is a shell, tool or interpreter start-up file",
+    "runs, or is read, when a shell, tool or interpreter starts",
     names=frozenset(
         {
             ".bashrc",
@@ -254,7 +254,7 @@ STARTUP_FILES = NameList(
 )
 
 GIT_INTERNALS = NameList(
-    "is inside a version-control directory, which git (or hg) runs and trusts",
+    "is a version-control directory: git (or hg) runs and trusts what is in it",
     # ".git" as a file redirects git anywhere; inside it, commondir, objects/info/alternates,
     # hooks, config and submodules under modules/ all steer what the next `git status` runs.
     names=frozenset({".git", ".hg"}),

@@ -272,7 +272,7 @@ def protected_reason(path: Path) -> str | None:
     if found is None:
         return None
     names, hit = found
-    return f"{hit.name or hit} {names.what}"
+    return f"{hit} {names.what}"
 
 
 def sensitive_reason(path: Path, workspace: Path) -> str | None:
