@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "rune.pull": 1,
     "rune.embedded": 1,
     "rune.config": 1,
+    "rune.seal": 1,
     "rune.local_tool_runtime": 2,
     "rune.operator": 3,
     "rune.sessions": 3,

@@ -130,7 +130,8 @@ def test_demo_without_answer_leaves_a_pending_session_then_resume_approves(home:
 
 
 def test_reject_with_reason_on_stdin_keeps_the_file(home: Path) -> None:
-    done = rune(home, "demo", "--backend", "scripted", stdin="r not like this\n")
+    # The change is rejected; the check that follows is approved (a second answer).
+    done = rune(home, "demo", "--backend", "scripted", stdin="r not like this\na\n")
     no_traceback(done)
     assert (demo_project(home) / "calc.py").read_text() == BROKEN_CALC
     assert "rejected by the operator: not like this" in done.stdout
@@ -213,11 +214,11 @@ def test_bad_flag_value_is_a_config_error(home: Path) -> None:
 def test_config_shows_values_and_where_they_came_from(home: Path) -> None:
     project = home / "p"
     (project / ".rune").mkdir(parents=True)
-    (project / ".rune" / "config.toml").write_text('model = "from-project"\napproval = "all"\n')
+    (project / ".rune" / "config.toml").write_text('max_output_tokens = 99\napproval = "all"\n')
     done = rune(home, "config", "--workspace", str(project), env={"RUNE_MAX_ITERATIONS": "3"})
     assert done.returncode == 0, done.stderr
     rows = {line.split()[0]: line for line in done.stdout.splitlines() if line.strip()}
-    assert "from-project" in rows["model"] and "project file" in rows["model"]
+    assert "99" in rows["max_output_tokens"] and "project file" in rows["max_output_tokens"]
     assert "3" in rows["max_iterations"] and "env RUNE_MAX_ITERATIONS" in rows["max_iterations"]
     assert rows["approval"].split()[1] == "ask"
     assert "may not auto-approve" in done.stdout
@@ -263,3 +264,32 @@ def test_doctor_with_nothing_running_says_how_to_get_a_model(home: Path) -> None
     assert done.returncode == 1
     assert "!!  server:" in done.stdout
     assert "ollama serve" in done.stdout
+
+
+def test_doctor_prints_the_effective_sandbox_policy(home: Path) -> None:
+    project = home / "proj"
+    project.mkdir()
+    extra = home / "scratch"
+    done = rune(
+        home,
+        "doctor",
+        "--backend",
+        "scripted",
+        "--workspace",
+        str(project),
+        "--write-root",
+        str(extra),
+        "--allow-credential",
+        str(home / ".aws" / "config"),
+    )
+    no_traceback(done)
+    lines = {line.split(":")[0]: line for line in done.stdout.splitlines() if ":" in line}
+    assert f"write: {project}, {extra};" in lines["ok  sandbox"]
+    credentials = lines["ok  sandbox, credentials (never read or written)"]
+    assert ".aws" in credentials and ".bash_history" not in credentials  # listed as .*_history
+    assert f"readable by your config: {home / '.aws' / 'config'}" in credentials
+    assert ".git" in lines["ok  sandbox, protected (never written)"]
+    sensitive = lines["ok  sandbox, sensitive (always asks, even under --yes)"]
+    assert "AGENTS.md" in sensitive and "conftest.py" in sensitive
+    assert "outside the workspace" in sensitive
+    assert "every change and command asks" in lines["ok  sandbox, approval"]

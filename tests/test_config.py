@@ -43,12 +43,16 @@ def test_defaults_come_from_default(workspace: Path, user_file: Path) -> None:
 
 def test_each_layer_overrides_the_one_below_and_is_named(workspace: Path, user_file: Path) -> None:
     write(user_file, 'model = "user-model"\nmax_iterations = 3\nthink = true\nmax_context = 900\n')
-    write(project_file(workspace), 'model = "project-model"\nmax_iterations = 4\nthink = false\n')
+    write(project_file(workspace), "max_output_tokens = 64\nmax_iterations = 4\nthink = false\n")
     env = {"RUNE_MAX_ITERATIONS": "5", "RUNE_THINK": "true"}
     loaded = load({"workspace": str(workspace), "max_iterations": 6}, env=env, user_file=user_file)
     s, src = loaded.settings, loaded.sources
     assert (s.max_context, src["max_context"]) == (900, f"user file {user_file}")
-    assert (s.model, src["model"]) == ("project-model", f"project file {project_file(workspace)}")
+    assert (s.model, src["model"]) == ("user-model", f"user file {user_file}")
+    assert (s.max_output_tokens, src["max_output_tokens"]) == (
+        64,
+        f"project file {project_file(workspace)}",
+    )
     assert (s.think, src["think"]) == (True, "env RUNE_THINK")
     assert (s.max_iterations, src["max_iterations"]) == (6, "flag --max-iterations")
     assert loaded.files == (user_file, project_file(workspace))
@@ -157,13 +161,13 @@ def test_project_file_may_narrow(workspace: Path, user_file: Path) -> None:
     write(user_file, 'approval = "edits"\n')
     write(
         project_file(workspace),
-        'approval = "ask"\nbackend = "http://127.0.0.1:8080"\nmax_iterations = 2\n'
-        "[sandbox]\nworkspace_only = true\n",
+        'approval = "ask"\nmax_iterations = 2\nthink = false\n'
+        "[sandbox]\nworkspace_only = true\nwrite_roots = []\n",
     )
     loaded = load({"workspace": str(workspace)}, env={}, user_file=user_file)
     s = loaded.settings
     assert loaded.refused == ()
-    assert (s.approval, s.backend, s.max_iterations) == ("ask", "http://127.0.0.1:8080", 2)
+    assert (s.approval, s.max_iterations, s.think) == ("ask", 2, False)
     assert s.sandbox_workspace_only is True
 
 
@@ -174,3 +178,11 @@ def test_env_and_flags_may_still_widen_what_the_project_file_could_not(
     loaded = load({"workspace": str(workspace), "approval": "edits"}, env={}, user_file=user_file)
     assert loaded.settings.approval == "edits"
     assert loaded.sources["approval"] == "flag --yes"
+
+
+def test_allowed_credentials_come_from_the_users_env_as_a_path_list(
+    workspace: Path, user_file: Path, tmp_path: Path
+) -> None:
+    env = {"RUNE_SANDBOX_ALLOW_CREDENTIALS": f"{tmp_path / '.aws'}:~/.kube/config"}
+    s = load({"workspace": str(workspace)}, env=env, user_file=user_file).settings
+    assert s.sandbox_allow_credentials == (tmp_path / ".aws", Path.home() / ".kube" / "config")

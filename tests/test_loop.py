@@ -398,18 +398,24 @@ def test_a_state_altered_after_prepare_is_refused(project: Path, tamper: Any) ->
     assert not (project / "other.py").exists()
 
 
-def test_altered_arguments_with_a_recomputed_seal_are_still_refused(project: Path) -> None:
-    from rune.local_tool_runtime import _seal
+def test_swapped_content_with_a_recomputed_plain_hash_seal_is_refused(project: Path) -> None:
+    # The attack on the old seal (a plain SHA-256 of request and change): swap the content and
+    # its digest, keep the old preview, recompute the hash. It must not write the new content.
+    import hashlib
+
+    from rune.messages import canonical_json
 
     rt, _ = runtime(project, [tools(call("write_file", path="calc.py", content=FIXED))])
     state = rt.run(USER).pending_state
     assert state is not None
-    state["queue"][0]["arguments"]["content"] = "import os\n"
-    state["change"]["arguments"]["content"] = "import os\n"
-    state["seal"] = _seal(state["queue"][0], state["change"])
+    evil = "import os\n"
+    state["queue"][0]["arguments"]["content"] = evil
+    state["change"]["arguments"]["content"] = evil
+    state["change"]["fingerprint"]["new_sha256"] = hashlib.sha256(evil.encode()).hexdigest()
+    payload = canonical_json({"request": state["queue"][0], "change": state["change"]})
+    state["seal"] = hashlib.sha256(payload.encode()).hexdigest()
     resp = rt.approve(state)
-    # The diff that was shown no longer matches what would be written: nothing is written.
-    assert resp.events[-1].status == "failed"
+    assert resp.error_kind == "ApprovalMismatch"
     assert (project / "calc.py").read_text() == BROKEN
 
 

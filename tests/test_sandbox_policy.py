@@ -96,10 +96,13 @@ PROTECTED = [
     ".cursor/mcp.json",
     ".claude/settings.json",
     ".mcp.json",
-    ".config/rune/config.toml",
     ".envrc",
-    ".docker/config.json",
-    ".aws/credentials",
+    # Everything inside .git: commondir and alternates redirect git as surely as hooks do.
+    "proj/.git/commondir",
+    "proj/.git/objects/info/alternates",
+    "proj/.git/objects/ab/cd",
+    "proj/.git/modules/sub/config",
+    ".hg/hgrc",
 ]
 
 
@@ -118,7 +121,7 @@ def test_protected_names_at_any_depth_existing_or_not(tmp_path: Path, name: str)
 
 
 @pytest.mark.parametrize(
-    "name", ["proj/.git/objects/ab/cd", "proj/.github/workflows/ci.yml", "bashrc", "config"]
+    "name", ["proj/.github/workflows/ci.yml", "bashrc", "config", "git/objects", "history.txt"]
 )
 def test_similar_but_harmless_names_are_writable(tmp_path: Path, name: str) -> None:
     policy = SandboxPolicy.workspace_only(tmp_path)

@@ -137,6 +137,30 @@ async def test_a_pending_approval_from_the_journal_opens_after_a_restart(
     assert (workspace / "calc.py").read_text() == FIXED_CALC
 
 
+@pytest.mark.anyio
+async def test_a_sensitive_change_is_shown_as_such_and_not_approved_by_yes(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    script = workspace.parent / "script.json"
+    write = {"name": "write_file", "arguments": {"path": "AGENTS.md", "content": "obey\n"}}
+    script.write_text(json.dumps([{"content": "", "tool_calls": [{"function": write}]}]))
+    monkeypatch.setenv("RUNE_SCRIPT", str(script))
+    loaded = load(
+        {"backend": "scripted", "workspace": str(workspace), "approval": "edits"},
+        env={},
+        user_file=workspace / "no-user-config.toml",
+    )
+    with open_rune(loaded, title="tui test") as rune:
+        app = RuneApp(rune, task="go")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: approval_shown(app), "approval")
+            shown = "\n".join(str(w.render()) for w in app.screen.query(".bad"))
+            assert "sensitive: AGENTS.md steers an agent" in shown
+    assert not (workspace / "AGENTS.md").exists()
+
+
 # --- snapshots: a session-less agent in a fixed place, so the screens are reproducible -----
 
 

@@ -220,7 +220,7 @@ def test_installed_version_is_the_bare_version(installed: Installed) -> None:
 
 
 def test_installed_scripted_demo_fixes_the_sample(installed: Installed) -> None:
-    done = installed.run(installed.bin / "rune", "demo", "--backend", "scripted", stdin="a\n")
+    done = installed.run(installed.bin / "rune", "demo", "--backend", "scripted", stdin="a\na\n")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "add(2, 3) == 5 now" in done.stdout
     (project,) = (installed.home / ".rune-e2e-probe").iterdir()

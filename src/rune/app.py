@@ -55,28 +55,78 @@ NO_BACKEND_HELP = (
 
 
 def auto_approves(mode: ApprovalMode, pending: PendingApproval) -> bool:
-    """Whether the approval mode answers ``pending`` without asking a human."""
+    """Whether the approval mode answers ``pending`` without asking a human.
+
+    A sensitive change (outside the workspace, or a file that steers an agent or runs code)
+    is always asked for, whatever the mode.
+    """
+    if pending.sensitive is not None:
+        return False
     if mode == "all":
         return True
     return mode == "edits" and pending.name in FILE_EDIT_TOOLS
 
 
 def sandbox_policy(settings: Settings) -> SandboxPolicy:
-    """The policy the settings describe; the workspace is always readable and writable."""
+    """The policy the ``rune`` command uses: write only the workspace (plus the directories
+    the user's own config or flags add); read home, /tmp and the workspace (or only the
+    workspace with ``sandbox.workspace_only``). ``SandboxPolicy.default()``, which writes all of
+    home, stays the library's default."""
     workspace = Path(os.path.realpath(settings.workspace))
     extra_write = list(settings.sandbox_write_roots)
     extra_read = list(settings.sandbox_read_roots)
+    allowed = list(settings.sandbox_allow_credentials)
     if settings.sandbox_workspace_only:
         return SandboxPolicy(
             read_roots=[workspace, *extra_write, *extra_read],
             write_roots=[workspace, *extra_write],
+            home=Path.home(),
+            allow_credentials=allowed,
         )
     base = SandboxPolicy.default()
     return SandboxPolicy(
         read_roots=[*base.read_roots, workspace, *extra_write, *extra_read],
-        write_roots=[*base.write_roots, workspace, *extra_write],
+        write_roots=[workspace, *extra_write],
         blocked=base.blocked,
+        home=base.home,
+        allow_credentials=allowed,
     )
+
+
+def policy_report(settings: Settings) -> list[tuple[str, str]]:
+    """The effective sandbox policy beyond its roots, as (what, details) lines."""
+    from rune.tools.names import CREDENTIALS, HOME_PROTECTED, PROTECTED, RUNE_OWN, SENSITIVE
+
+    policy = sandbox_policy(settings)
+    allowed = ", ".join(str(p) for p in settings.sandbox_allow_credentials) or "none"
+    yes = {
+        "ask": "every change and command asks",
+        "edits": "--yes: file changes inside the workspace that touch nothing protected or "
+        "sensitive are approved; everything else asks",
+        "all": "--yes --yes: file changes and commands are approved, except sensitive changes",
+    }[settings.approval]
+    return [
+        ("never read or written", ", ".join(str(p) for p in policy.blocked)),
+        (
+            "credentials (never read or written)",
+            f"{', '.join(CREDENTIALS.entries())}; Rune's own config, key and sessions "
+            f"({', '.join(RUNE_OWN.entries())} and where RUNE_DATA_DIR points); "
+            f"readable by your config: {allowed}",
+        ),
+        (
+            "protected (never written)",
+            "; ".join(
+                [f"{n.what}: {', '.join(n.entries())}" for n in PROTECTED]
+                + [f"in home: {', '.join(HOME_PROTECTED)}"]
+            ),
+        ),
+        (
+            "sensitive (always asks, even under --yes)",
+            "; ".join(f"{n.what}: {', '.join(n.entries())}" for n in SENSITIVE)
+            + "; any change outside the workspace",
+        ),
+        ("approval", yes),
+    ]
 
 
 def commands_contained() -> tuple[bool, str]:

@@ -8,6 +8,7 @@ files in a throwaway directory; nothing touches the network.
 from __future__ import annotations
 
 import json
+import secrets
 import sys
 import tempfile
 from collections.abc import Callable
@@ -28,6 +29,8 @@ DENIAL_TEXT = (
     "Access denied: /etc/nope.txt is outside allowed write directories: "
     "['/home/nick', '/mnt/workdrive']. Write inside one of those directories instead."
 )
+# The canary seals with a key of its own: it never creates one in the user's data directory.
+CANARY_KEY = secrets.token_bytes(32)
 GUIDANCE_LINES = (
     "Use tools for every file/command action; never fabricate tool output.",
     "Read before editing; verify fixes by running them.",
@@ -38,10 +41,16 @@ def _call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"content": "", "tool_calls": [{"function": {"name": name, "arguments": arguments}}]}
 
 
-def _runtime(workspace: Path, turns: list[Any], max_iterations: int = 8) -> LocalToolRuntime:
+def _runtime(
+    workspace: Path, turns: list[Any], max_iterations: int = 8, key: bytes = CANARY_KEY
+) -> LocalToolRuntime:
     executor = ToolExecutor(SandboxPolicy.workspace_only(workspace), workspace)
     return LocalToolRuntime(
-        ScriptedTransport(turns), executor, model="canary", max_iterations=max_iterations
+        ScriptedTransport(turns),
+        executor,
+        model="canary",
+        max_iterations=max_iterations,
+        seal_key=key,
     )
 
 
@@ -105,6 +114,9 @@ def check_approve_from_serialized_state(workspace: Path) -> str | None:
     resumed = _runtime(workspace, [{"content": "fixed"}]).approve(state)
     if not resumed.success or target.read_text() != fixed:
         return f"approve on a fresh runtime did not finish the job: {resumed.error}"
+    other_key = _runtime(workspace, [{"content": "no"}], key=secrets.token_bytes(32))
+    if other_key.approve(state).error_kind != "ApprovalMismatch":
+        return "a pending state sealed by another key was not refused"
     state["queue"][0]["arguments"]["content"] = "import os\n"
     tampered = _runtime(workspace, [{"content": "no"}]).approve(state)
     if tampered.error_kind != "ApprovalMismatch":

@@ -9,15 +9,18 @@ The user file is ``platformdirs.user_config_path("rune") / "config.toml"``; the 
 keys live in a ``[sandbox]`` table).
 
 A project file comes with the code being worked on, so it is not trusted (Codex
-CVE-2025-61260): it may narrow what Rune is allowed to do, never widen it. Keys that would
-widen it are dropped and reported in :attr:`LoadedConfig.refused`.
+CVE-2025-61260): it may narrow what Rune is allowed to do, never widen it, and it may not
+choose where the user's code goes (the backend, host or key) or what Rune loads (the model, a
+model file). Only the keys in :data:`PROJECT_KEYS` may come from a project file, and only with
+a narrowing value; any other key — including every key added later — is dropped with one line
+naming it, in :attr:`LoadedConfig.refused`.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -60,10 +63,20 @@ KEYS: dict[str, tuple[str, str]] = {
     "sandbox.workspace_only": ("read and write only the workspace", "true or false"),
     "sandbox.write_roots": ("extra directories Rune may write", "a list of directory paths"),
     "sandbox.read_roots": ("extra directories Rune may read", "a list of directory paths"),
+    "sandbox.allow_credentials": (
+        "credential stores Rune may read anyway (never write)",
+        "a list of paths, each a credential store or a path inside one",
+    ),
 }
 ENV_PREFIX = "RUNE_"
+# Keys whose environment variable is a list of paths separated by os.pathsep.
+PATH_LISTS = frozenset({"sandbox.write_roots", "sandbox.read_roots", "sandbox.allow_credentials"})
 # Settings whose command-line flag is not simply --<key>.
-FLAG_NAMES = {"approval": "--yes"}
+FLAG_NAMES = {
+    "approval": "--yes",
+    "sandbox.write_roots": "--write-root",
+    "sandbox.allow_credentials": "--allow-credential",
+}
 # Ollama's own variable, honoured below RUNE_OLLAMA_HOST.
 OLLAMA_ENV = "OLLAMA_HOST"
 
@@ -98,6 +111,7 @@ class Settings(BaseModel):
     sandbox_workspace_only: bool = False
     sandbox_write_roots: tuple[Path, ...] = ()
     sandbox_read_roots: tuple[Path, ...] = ()
+    sandbox_allow_credentials: tuple[Path, ...] = ()
 
     @field_validator("backend")
     @classmethod
@@ -127,7 +141,7 @@ class Settings(BaseModel):
     def _path(cls, value: Path | None) -> Path | None:
         return None if value is None else _expand(value)
 
-    @field_validator("sandbox_write_roots", "sandbox_read_roots")
+    @field_validator("sandbox_write_roots", "sandbox_read_roots", "sandbox_allow_credentials")
     @classmethod
     def _paths(cls, value: tuple[Path, ...]) -> tuple[Path, ...]:
         return tuple(_expand(p) for p in value)
@@ -154,14 +168,6 @@ def user_config_file() -> Path:
 
 def project_config_file(workspace: Path) -> Path:
     return workspace / ".rune" / "config.toml"
-
-
-def is_local_server(key: str, value: str) -> bool:
-    """Whether a ``backend`` URL or ``ollama_host`` points at this machine."""
-    from rune.transport.http import is_loopback
-    from rune.transport.ollama import resolve_host
-
-    return is_loopback(resolve_host(value) if key == "ollama_host" else value)
 
 
 def load(
@@ -249,7 +255,7 @@ def _env_layer(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
         raw = env.get(name)
         if raw is None or raw == "":
             continue
-        values[key] = [p for p in raw.split(os.pathsep) if p] if key.endswith("_roots") else raw
+        values[key] = [p for p in raw.split(os.pathsep) if p] if key in PATH_LISTS else raw
         origin[key] = f"env {name}"
     return values, origin
 
@@ -273,38 +279,66 @@ def _validate_layer(
         ) from None
 
 
+def _anything(value: Any, current: Mapping[str, Any]) -> str | None:
+    return None
+
+
+def _ask_only(value: Any, current: Mapping[str, Any]) -> str | None:
+    return None if value == "ask" else "a project file may not auto-approve changes"
+
+
+def _no_lifting(value: Any, current: Mapping[str, Any]) -> str | None:
+    if value or not current.get("sandbox.workspace_only"):
+        return None
+    return "a project file may not lift the user's workspace_only"
+
+
+def _empty_only(value: Any, current: Mapping[str, Any]) -> str | None:
+    # An empty list drops the user's extra directories: that narrows.
+    return None if not value else "a project file may not give Rune more directories or files"
+
+
+# What a project file may set, each with its check (None: the value narrows or changes
+# nothing about trust). Every other key is refused from a project file.
+PROJECT_KEYS: dict[str, Callable[[Any, Mapping[str, Any]], str | None]] = {
+    "max_iterations": _anything,
+    "max_context": _anything,
+    "max_output_tokens": _anything,
+    "think": _anything,
+    # The wire protocol for tools (another branch adds the key): it changes how tool calls are
+    # written, not what they may do.
+    "protocol": _anything,
+    "approval": _ask_only,
+    "sandbox.workspace_only": _no_lifting,
+    "sandbox.write_roots": _empty_only,
+    "sandbox.read_roots": _empty_only,
+    "sandbox.allow_credentials": _empty_only,
+}
+_WHY_REFUSED = {
+    "backend": "a project file may not choose the model server (it receives your code)",
+    "ollama_host": "a project file may not choose the model server (it receives your code)",
+    "api_key": "keys do not belong in a project's files; use the user file or env",
+    "model": "a project file may not choose the model (a model file is loaded into Rune)",
+    "embedded_model": "a project file may not choose a model file (it is loaded into Rune)",
+    "workspace": "a project file may not move the workspace",
+}
+
+
 def _narrow(
     project: Mapping[str, Any], current: Mapping[str, Any], source: str
 ) -> tuple[dict[str, Any], list[str]]:
-    """Keep what a project file may set; explain what it may not."""
+    """Keep what a project file may set; explain, one line per key, what it may not."""
     kept: dict[str, Any] = {}
     refused: list[str] = []
-
-    def refuse(key: str, why: str) -> None:
-        refused.append(f"{source}: ignored {key!r}: {why}")
-
     for key, value in project.items():
-        if key in ("sandbox.write_roots", "sandbox.read_roots"):
-            if value:
-                refuse(key, "a project file may not give Rune more directories")
-        elif key == "workspace":
-            refuse(key, "a project file may not move the workspace")
-        elif key == "api_key":
-            refuse(key, "keys do not belong in a project's files; use the user file or env")
-        elif key == "approval":
-            if value == "ask":
-                kept[key] = value
-            else:
-                refuse(key, "a project file may not auto-approve changes")
-        elif key == "sandbox.workspace_only":
-            if value or not current.get(key):
-                kept[key] = value
-            else:
-                refuse(key, "a project file may not lift the user's workspace_only")
-        elif (key == "ollama_host" or (key == "backend" and value not in NAMED_BACKENDS)) and (
-            not is_local_server(key, str(value))
-        ):
-            refuse(key, "a project file may only point Rune at a server on this machine")
-        else:
+        check = PROJECT_KEYS.get(key)
+        why = (
+            check(value, current)
+            if check is not None
+            else _WHY_REFUSED.get(key, "only the user's own config, env or flags may set it")
+        )
+        if why is None:
             kept[key] = value
+        else:
+            refused.append(f"{source}: ignored {key!r}: {why}")
     return kept, refused

@@ -1,12 +1,29 @@
-"""The README's first command: a disposable project with a broken ``add()``, and a script that
-fixes it for ``--backend scripted`` (tests, CI, a machine without any model)."""
+"""The README's first command: a disposable project with a broken ``add()``, a script that
+fixes it for ``--backend scripted`` (tests, CI, a machine without any model), and the check
+that tries the result.
+
+The check imports ``calc.py``, which the model wrote: it is a command like any other, so it is
+shown, asked for (or approved by ``--yes --yes``), and run the way ``run_command`` runs one,
+inside bubblewrap where that works.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
+import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rune.errors import ConfigError
+from rune.messages import PendingApproval
+from rune.tools.base import ToolContext
+from rune.tools.commands import prepare_command, run_approved
+from rune.tools.sandbox import SandboxPolicy
+from rune.tools.spec import PreparedChange
 from rune.transport.scripted import ScriptedTransport
 
 DEMO_TASK = "Fix the bug in calc.py so that add(2, 3) == 5. test_calc.py shows what is expected."
@@ -50,15 +67,66 @@ def create_demo_project(home: Path | None = None) -> Path:
     return project
 
 
+CHECK_SOURCE = "import calc, sys; sys.exit(0 if calc.add(2, 3) == 5 else 1)"
+CHECK_TIMEOUT = 30
+#: a JSON file of assistant turns that ``--backend scripted`` replays instead of the demo's
+SCRIPT_ENV = "RUNE_SCRIPT"
+
+
+@dataclass(frozen=True)
+class DemoCheck:
+    """The command that tries ``add(2, 3)`` in the sample project, prepared for approval."""
+
+    context: ToolContext
+    change: PreparedChange
+
+    @property
+    def pending(self) -> PendingApproval:
+        change = self.change
+        return PendingApproval(
+            change.tool, change.arguments, change.summary, change.preview, change.contained
+        )
+
+    def run(self) -> bool:
+        """Run the approved check; True when ``add(2, 3) == 5``. Raises ToolError."""
+        outcome, _ = run_approved(self.context, self.change)
+        return outcome.exit_code == 0
+
+
+def demo_check(project: Path) -> DemoCheck:
+    """The check for ``project``: contained to it, exactly like an approved run_command."""
+    workspace = Path(os.path.realpath(project))
+    context = ToolContext(SandboxPolicy.workspace_only(workspace), workspace)
+    command = (
+        f"PYTHONDONTWRITEBYTECODE=1 {shlex.quote(sys.executable)} -c {shlex.quote(CHECK_SOURCE)}"
+    )
+    change = prepare_command(context, {"command": command, "timeout": CHECK_TIMEOUT})
+    return DemoCheck(context, change)
+
+
 def _call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"function": {"name": name, "arguments": arguments}}
 
 
+def _script_from(path: str) -> list[dict[str, Any]]:
+    try:
+        turns = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{SCRIPT_ENV}={path}: cannot read a script of turns: {err}") from None
+    if not isinstance(turns, list) or not all(isinstance(t, dict) for t in turns):
+        raise ConfigError(f"{SCRIPT_ENV}={path}: a script is a JSON list of assistant turns")
+    return turns
+
+
 def scripted_demo_transport(*, skip: int = 0) -> ScriptedTransport:
-    """A model that reads calc.py, rewrites it with the fix, and says what it did.
+    """A model that reads calc.py, rewrites it with the fix, and says what it did; or, when
+    ``RUNE_SCRIPT`` names a JSON list of assistant turns (Ollama's shape), those turns.
 
     ``skip`` drops the turns a resumed session has already had.
     """
+    script = os.environ.get(SCRIPT_ENV)
+    if script:
+        return ScriptedTransport(_script_from(script)[skip:], thinking=True)
     turns: list[dict[str, Any]] = [
         {
             "thinking": "The task names calc.py; I should read it before changing it.",

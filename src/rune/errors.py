@@ -5,7 +5,8 @@ json, pydantic) are translated once, at the boundary that met them, into one of 
 above the boundary never sees them::
 
     RuneError
-    ├── ConfigError                 bad value in a config file, env var or flag
+    ├── ConfigError                 bad value in a config file, env var or flag; an unusable
+    │                               approval key (rune.seal)
     ├── BackendUnavailable          the chosen backend cannot start (missing extra, no model file)
     ├── PullError                   `rune pull` could not fetch, assemble or verify a model
     ├── TransportError              anything between Rune and the model server
@@ -18,10 +19,12 @@ above the boundary never sees them::
     ├── ContextOverflow             the request cannot fit in the model's window even after eviction
     ├── ToolError                   a tool failed; its message goes back to the model
     │   ├── ToolInputError          unknown tool, missing or wrongly typed arguments
-    │   └── SandboxDenied           the sandbox policy refused a path (message = denial text)
+    │   └── SandboxDenied           the sandbox refused a path: outside the roots, blocked,
+    │                               a credential store, protected, or odd syntax (message = denial)
     ├── ApprovalError               a pending approval cannot be resumed
     │   ├── InvalidPendingState     the state is not a pending state Rune wrote
-    │   └── ApprovalMismatch        the request was altered after it was prepared and shown
+    │   └── ApprovalMismatch        the state was altered after it was prepared and shown, or
+    │                               sealed by another key
     └── SessionError                the session journal
         ├── SessionLocked           another process is driving the session
         └── SessionNotFound         no such session

@@ -21,13 +21,12 @@ with the events so far; tool failures go back to the model as tool messages.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from rune import constrained, fallback
+from rune import constrained, fallback, seal
 from rune import events as ev
 from rune.errors import (
     ApprovalMismatch,
@@ -46,7 +45,6 @@ from rune.messages import (
     ToolEvent,
     ToolRequest,
     ToolSource,
-    canonical_json,
     thaw,
 )
 from rune.tools.spec import Executor, PreparedChange
@@ -55,7 +53,9 @@ from rune.transport.base import Transport
 MIN_ITERATIONS = 1
 MAX_ITERATIONS = 8
 BREAKER_THRESHOLD = 2
-STATE_VERSION = 1
+# 2: the seal is an HMAC over every field (version 1 states carried a plain SHA-256 of the
+# request and the change, which anyone could recompute).
+STATE_VERSION = 2
 NATIVE = "native"
 TEXT_FALLBACK = "text-fallback"
 CONSTRAINED = "constrained"
@@ -115,6 +115,8 @@ class LocalToolRuntime:
     """Drives one model through tool calls until it answers, pauses, or must stop.
 
     ``max_iterations`` (1–8) caps the model calls of one ``run`` including its resumes.
+    ``seal_key`` seals pending states (:mod:`rune.seal`); by default it is the per-user key in
+    Rune's data directory, created on the first pause.
     """
 
     def __init__(
@@ -129,6 +131,7 @@ class LocalToolRuntime:
         shaper: RequestShaper | None = None,
         on_event: ev.EventSink | None = None,
         protocol: str = "auto",
+        seal_key: bytes | None = None,
     ) -> None:
         if isinstance(max_iterations, bool) or not isinstance(max_iterations, int):
             raise ConfigError(f"max_iterations must be an integer, got {max_iterations!r}")
@@ -148,6 +151,9 @@ class LocalToolRuntime:
         self.options = dict(options) if options else None
         self.shaper = shaper
         self.on_event: ev.EventSink = on_event or ev.ignore
+        if seal_key is not None and len(seal_key) < 16:
+            raise ConfigError("seal_key must be at least 16 bytes")
+        self._seal_key = seal_key
         self._tool_names = frozenset(spec.name for spec in executor.specs())
         self._schemas = [spec.schema() for spec in executor.specs()]
         self._turn_schema = constrained.turn_schema(executor.specs())
@@ -185,7 +191,7 @@ class LocalToolRuntime:
     def approve(self, pending_state: Mapping[str, Any]) -> OperatorResponse:
         """Apply the prepared change the state waits on (after re-validation), then go on."""
         try:
-            state, request, change = self._load_pending(pending_state, check_seal=True)
+            state, request, change = self._load_pending(pending_state)
         except RuneError as err:
             return self._failure_before_loop(err)
         try:
@@ -202,7 +208,7 @@ class LocalToolRuntime:
     def reject(self, pending_state: Mapping[str, Any], reason: str = "") -> OperatorResponse:
         """Refuse the prepared change; the model hears why and the loop goes on."""
         try:
-            state, request, change = self._load_pending(pending_state, check_seal=False)
+            state, request, change = self._load_pending(pending_state)
         except RuneError as err:
             return self._failure_before_loop(err)
         message = f"rejected by the operator: {reason.strip() or '(no reason given)'}"
@@ -530,8 +536,11 @@ class LocalToolRuntime:
             "warnings": state.warnings,
             "evicted": state.evicted,
             "change": change.to_json(),
-            "seal": _seal(request.to_json(), change.to_json()),
         }
+        try:
+            serial[seal.SEAL_FIELD] = seal.sign(serial, self._key())
+        except RuneError as err:
+            return self._failure(state, f"cannot seal the approval: {err}", err.kind)
         return self._respond(
             state,
             success=False,
@@ -540,12 +549,27 @@ class LocalToolRuntime:
             _pending_json=json.dumps(serial, ensure_ascii=False),
         )
 
+    def _key(self) -> bytes:
+        if self._seal_key is None:
+            self._seal_key = seal.load_or_create_key()
+        return self._seal_key
+
     def _load_pending(
-        self, data: Mapping[str, Any], *, check_seal: bool
+        self, data: Mapping[str, Any]
     ) -> tuple[_LoopState, ToolRequest, PreparedChange]:
         if not isinstance(data, Mapping) or data.get("rune_pending_state") != STATE_VERSION:
             raise InvalidPendingState(
                 "this is not a pending approval written by this version of Rune"
+            )
+        if not isinstance(data.get(seal.SEAL_FIELD), str):
+            raise InvalidPendingState("the pending state is damaged: it has no seal")
+        if not seal.verify(data, self._key()):
+            # Any field: the change and its preview, but also the messages, the queue and the
+            # budget a resumed loop would trust.
+            raise ApprovalMismatch(
+                "the pending state was altered after it was prepared, or sealed by another "
+                "Rune user's key; approval binds to exactly what was shown, so nothing was "
+                "applied"
             )
         try:
             queue = [ToolRequest.from_json(r) for r in data["queue"]]
@@ -564,20 +588,15 @@ class LocalToolRuntime:
                 warnings=list(data.get("warnings", [])),
                 evicted=list(data.get("evicted", [])),
             )
-            seal = str(data["seal"])
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise InvalidPendingState(f"the pending state is damaged: {err!r}") from None
         if not queue or state.protocol not in _LOOP_PROTOCOLS:
             raise InvalidPendingState("the pending state has no request waiting for approval")
         request = queue[0]
-        if check_seal and (
-            seal != _seal(request.to_json(), change.to_json())
-            or change.tool != request.name
-            or change.arguments != request.arguments
-        ):
+        if change.tool != request.name or change.arguments != request.arguments:
             raise ApprovalMismatch(
-                f"the pending {request.name} request was altered after it was prepared; "
-                "approval binds to exactly what was shown, so nothing was applied"
+                f"the pending {request.name} request does not match the change that was shown; "
+                "nothing was applied"
             )
         return state, request, change
 
@@ -630,6 +649,7 @@ def _approval_of(change: PreparedChange) -> PendingApproval:
         summary=change.summary,
         preview=change.preview,
         contained=change.contained,
+        sensitive=change.sensitive,
     )
 
 
@@ -640,8 +660,3 @@ def _constrained_request(turn: constrained.ConstrainedTurn) -> ToolRequest:
 
 def _text_requests(parsed: fallback.ParseOutcome) -> list[ToolRequest]:
     return [ToolRequest(c.name, c.arguments, None, "text-fallback") for c in parsed.calls]
-
-
-def _seal(request: Mapping[str, Any], change: Mapping[str, Any]) -> str:
-    payload = canonical_json({"request": request, "change": change})
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()

@@ -146,13 +146,18 @@ class ToolEvent:
 
 @dataclass(frozen=True, slots=True)
 class PendingApproval:
-    """The human-readable view of what a paused run waits for."""
+    """The human-readable view of what a paused run waits for.
+
+    ``contained`` is set for commands; ``sensitive`` says why this change is asked for even
+    under ``--yes`` (None: ``--yes`` may approve it).
+    """
 
     name: str
     arguments: Mapping[str, Any]
     summary: str
     preview: str
     contained: bool | None = None
+    sensitive: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "arguments", freeze(self.arguments))
@@ -164,6 +169,7 @@ class PendingApproval:
             "summary": self.summary,
             "preview": self.preview,
             "contained": self.contained,
+            "sensitive": self.sensitive,
         }
 
     @classmethod
@@ -174,6 +180,7 @@ class PendingApproval:
             summary=str(data["summary"]),
             preview=str(data["preview"]),
             contained=data.get("contained"),
+            sensitive=data.get("sensitive"),
         )
 
 

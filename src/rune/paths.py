@@ -23,6 +23,11 @@ def data_dir() -> Path:
     return user_data_path("rune")
 
 
+def seal_key_file() -> Path:
+    """The per-user key that seals pending approvals (see :mod:`rune.seal`)."""
+    return data_dir() / "approval.key"
+
+
 def own_dirs() -> tuple[Path, ...]:
     """Every directory whose contents steer Rune itself: a model must never write there (a
     forged journal would be replayed by `rune resume`, a config could widen the sandbox)."""

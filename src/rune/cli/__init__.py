@@ -40,6 +40,26 @@ def _backend_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _sandbox_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--write-root",
+        action="append",
+        metavar="DIR",
+        help="also let Rune write in DIR (default: only the workspace); repeatable",
+    )
+    parser.add_argument(
+        "--allow-credential",
+        action="append",
+        metavar="PATH",
+        help="let Rune read this credential store, or a file in one (never write); repeatable",
+    )
+
+
+def _inspect(parser: argparse.ArgumentParser) -> None:
+    _backend_options(parser)
+    _sandbox_options(parser)
+
+
 def _loop_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-iterations", type=int, metavar="N", help="model turns per task, 1-8 (default 8)"
@@ -49,7 +69,8 @@ def _loop_options(parser: argparse.ArgumentParser) -> None:
         "-y",
         action="count",
         default=0,
-        help="approve file edits without asking; give it twice to approve commands too",
+        help="approve file edits inside the workspace without asking (not sensitive ones: "
+        "AGENTS.md, conftest.py, CI, ...); give it twice to approve commands too",
     )
 
 
@@ -57,17 +78,20 @@ def _run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("task", help="what to do, in plain words")
     _backend_options(parser)
     _loop_options(parser)
+    _sandbox_options(parser)
     parser.add_argument("--session", help="continue this session with a new task")
 
 
 def _demo(parser: argparse.ArgumentParser) -> None:
     _backend_options(parser)
     _loop_options(parser)
+    _sandbox_options(parser)
 
 
 def _resume(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session", nargs="?", help="session id (see `rune sessions`)")
     _loop_options(parser)
+    _sandbox_options(parser)
     parser.add_argument("--model", help="use another model than the session's")
     parser.add_argument("--backend", help="use another backend than the session's")
 
@@ -85,6 +109,7 @@ def _pull(parser: argparse.ArgumentParser) -> None:
 def _tui(parser: argparse.ArgumentParser) -> None:
     _backend_options(parser)
     _loop_options(parser)
+    _sandbox_options(parser)
     parser.add_argument("--session", help="open this session (a pending approval opens first)")
     parser.add_argument("task", nargs="?", help="a task to start with")
 
@@ -98,8 +123,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "sessions": ("list sessions and their state", _nothing),
     "pull": ("download a model Rune runs itself (none given: list them)", _pull),
     "models": ("the server's models and the pulled ones: tools, context", _backend_options),
-    "doctor": ("check the server, model, sandbox and containment", _backend_options),
-    "config": ("show each effective setting and where it came from", _backend_options),
+    "doctor": ("check the server, model, sandbox policy and containment", _inspect),
+    "config": ("show each effective setting and where it came from", _inspect),
     "tui": ("the full-screen interface", _tui),
 }
 

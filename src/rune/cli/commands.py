@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -49,6 +47,8 @@ def load_config(args: argparse.Namespace, *, warn: bool = True, **extra: Any) ->
         "max_iterations": getattr(args, "max_iterations", None),
         "protocol": getattr(args, "protocol", None),
         "approval": APPROVAL_BY_YES.get(yes),
+        "sandbox.write_roots": getattr(args, "write_root", None),
+        "sandbox.allow_credentials": getattr(args, "allow_credential", None),
         **extra,
     }
     loaded = load(flags)
@@ -83,10 +83,14 @@ def drive(rune: Any, start: Callable[[], OperatorResponse | None]) -> int:
                 continue
             decision = ask_decision(out)
             if decision is None:
+                hint = (
+                    "it is sensitive, so it needs your answer even under --yes"
+                    if pending.sensitive
+                    else "or pass --yes to approve file edits"
+                )
                 err.print(
                     "An approval is waiting and stdin gave no answer (it is not a terminal?). "
-                    f"The session is kept: `rune resume {rune.session_id}`, or pass --yes to "
-                    "approve file edits."
+                    f"The session is kept: `rune resume {rune.session_id}`; {hint}."
                 )
                 return EXIT_PENDING
             if decision.approve:
@@ -135,11 +139,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
             out.print(Text(DEMO_MODEL_NOTICE, style="yellow"))
         status = drive(rune, lambda: rune.operator.send(DEMO_TASK))
     if status in (EXIT_OK, EXIT_FAILED):
-        fixed = verify_demo(project)
-        verdict = "add(2, 3) == 5 now" if fixed else "add(2, 3) is still wrong"
-        out.print(Text(f"check: {verdict} ({project / 'calc.py'})", style="bold"))
-        if status == EXIT_OK and not fixed:
-            status = EXIT_FAILED
+        fixed = verify_demo(project, loaded.settings.approval)
+        if fixed is None:
+            out.print(Text(f"check: not run; calc.py is in {project}", style="bold"))
+        else:
+            verdict = "add(2, 3) == 5 now" if fixed else "add(2, 3) is still wrong"
+            out.print(Text(f"check: {verdict} ({project / 'calc.py'})", style="bold"))
+            if status == EXIT_OK and not fixed:
+                status = EXIT_FAILED
     return status
 
 
@@ -157,21 +164,36 @@ def needs_default_model(loaded: LoadedConfig) -> bool:
         return True
 
 
-def verify_demo(project: Path) -> bool:
-    """Import the sample's calc.py in a fresh interpreter and try add(2, 3)."""
-    check = "import calc, sys; sys.exit(0 if calc.add(2, 3) == 5 else 1)"
+def verify_demo(project: Path, approval: ApprovalMode) -> bool | None:
+    """Try add(2, 3) in the sample's calc.py, which the model wrote: a command like any other,
+    shown and approved first (``--yes --yes`` approves it), run contained where bubblewrap
+    works. None when it was not run."""
+    from rune.app import auto_approves
+    from rune.demo import demo_check
+
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", check],
-            cwd=project,
-            capture_output=True,
-            timeout=10,
-            check=False,
-            env={"PYTHONDONTWRITEBYTECODE": "1"},
-        )
-    except subprocess.TimeoutExpired:
-        return False
-    return done.returncode == 0
+        check = demo_check(project)
+    except RuneError as error:
+        err.print(Text(f"check not run: {error}", style="yellow"))
+        return None
+    reporter = ConsoleReporter(out)
+    reporter.show_approval(check.pending)
+    if auto_approves(approval, check.pending):
+        reporter.line(Text("approved by --yes --yes", style="dim"))
+    else:
+        decision = ask_decision(out)
+        if decision is None or not decision.approve:
+            why = "not approved" if decision is not None else "no answer on stdin"
+            err.print(
+                f"The check imports calc.py, which the model wrote, so it runs only when you "
+                f"approve it (or pass --yes --yes); {why}."
+            )
+            return None
+    try:
+        return check.run()
+    except RuneError as error:
+        err.print(Text(f"check not run: {error}", style="yellow"))
+        return None
 
 
 def cmd_resume(args: argparse.Namespace) -> int:

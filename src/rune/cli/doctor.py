@@ -30,6 +30,7 @@ def run_checks(loaded: LoadedConfig) -> list[Check]:
         choose_backend,
         commands_contained,
         open_transport,
+        policy_report,
         sandbox_policy,
     )
 
@@ -99,6 +100,8 @@ def run_checks(loaded: LoadedConfig) -> list[Check]:
             f"read: {', '.join(policy.describe_read_roots())}",
         )
     )
+    # The effective policy, in full: what the README's sandbox section promises, as configured.
+    checks += [Check(f"sandbox, {what}", True, detail) for what, detail in policy_report(settings)]
     contained, how = commands_contained()
     checks.append(
         Check(

@@ -60,6 +60,11 @@ def is_command(pending: PendingApproval) -> bool:
     return pending.contained is not None
 
 
+def sensitive_note(reason: str) -> str:
+    """The line an approval of a sensitive change carries."""
+    return f"  sensitive: {reason}; asked even under --yes"
+
+
 def tool_outcome(event: ToolEvent) -> str:
     """The short tail of a tool line: what it produced or why it did not."""
     if event.ok:
@@ -131,6 +136,8 @@ class ConsoleReporter:
 
     def show_approval(self, pending: PendingApproval) -> None:
         self.line(Text(f"Approval needed: {pending.summary}", style="bold yellow"))
+        if pending.sensitive:
+            self.line(Text(sensitive_note(pending.sensitive), style="bold magenta"))
         if is_command(pending):
             where = (
                 "runs contained (bubblewrap)"

@@ -22,10 +22,12 @@ ALLOWED_WRITE_SITES: frozenset[tuple[str, str]] = frozenset(
         ("rune.tools.fs", "atomic_write"),
         ("rune.tools.fs", "_open_subdir"),
         # Rune's own state and user-invoked setup, never reachable from a model's tool call:
-        # the session journal and its lock, the demo project, the canary's scratch workspace.
+        # the session journal and its lock, the approval key, the demo project, the canary's
+        # scratch workspace.
         ("rune.sessions.journal", "JournalWriter.__init__"),
         ("rune.sessions.store", "_lock"),
         ("rune.sessions.store", "SessionStore.create"),
+        ("rune.seal", "_create_key"),
         ("rune.demo", "create_demo_project"),
         # `rune pull`: the user's command, writing only into Rune's own models directory.
         ("rune.pull", "pull"),

@@ -29,8 +29,7 @@ from rune.tools.base import Args, BuiltinTool, ToolContext, integer_arg, object_
 from rune.tools.display import escape_hidden, for_display, hidden_note
 from rune.tools.sandbox import (
     GIT_CONTROL_NAMES,
-    PROTECTED_DIR_NAMES,
-    PROTECTED_FILE_NAMES,
+    PROTECTED_NAMES,
     PROTECTED_SEQUENCES,
     SandboxPolicy,
     within,
@@ -120,8 +119,9 @@ def _isolation_flags() -> list[str]:
 
 
 def _protected_candidates(root: Path) -> list[Path]:
-    names = [*PROTECTED_FILE_NAMES, *PROTECTED_DIR_NAMES]
-    return [root / n for n in names] + [root.joinpath(*seq) for seq in PROTECTED_SEQUENCES]
+    return [root / n for n in sorted(PROTECTED_NAMES)] + [
+        root.joinpath(*seq) for seq in PROTECTED_SEQUENCES
+    ]
 
 
 def _scan_protected(top: Path, policy: SandboxPolicy) -> list[Path]:
@@ -141,7 +141,10 @@ def _scan_protected(top: Path, policy: SandboxPolicy) -> list[Path]:
             path = Path(entry.path)
             if entry.name == ".git" and entry.is_dir(follow_symlinks=False):
                 found += [path / name for name in sorted(GIT_CONTROL_NAMES)]
-            elif policy.protected_hit(path) is not None:
+            elif (
+                policy.protected_hit(path) is not None
+                or policy.credential_hit(path, reading=False) is not None
+            ):
                 found.append(path)
             elif entry.is_dir(follow_symlinks=False) and depth < SCAN_DEPTH:
                 queue.append((path, depth + 1))
@@ -331,7 +334,11 @@ def prepare_command(ctx: ToolContext, args: Args) -> PreparedChange:
     )
 
 
-def apply_command(ctx: ToolContext, change: PreparedChange) -> str:
+def run_approved(ctx: ToolContext, change: PreparedChange) -> tuple[Outcome, list[Path]]:
+    """Run an approved command exactly as prepared (contained when it said so).
+
+    Returns its outcome and the protected paths it created that did not exist before.
+    """
     fresh = prepare_command(ctx, change.arguments)
     if thaw(fresh.fingerprint) != thaw(change.fingerprint):
         raise ToolError(
@@ -346,8 +353,12 @@ def apply_command(ctx: ToolContext, change: PreparedChange) -> str:
         read_only, watch = protected_binds(ctx.policy, ctx.workspace)
         argv = [*bwrap_argv(bwrap, ctx.policy, ctx.workspace, read_only), *argv]
     outcome = run_captured(argv, ctx.workspace, timeout)
-    report = format_outcome(outcome, timeout)
-    created = [p for p in watch if os.path.lexists(p)]
+    return outcome, [p for p in watch if os.path.lexists(p)]
+
+
+def apply_command(ctx: ToolContext, change: PreparedChange) -> str:
+    outcome, created = run_approved(ctx, change)
+    report = format_outcome(outcome, int(change.fingerprint["timeout"]))
     if created:
         names = ", ".join(for_display(str(p), keep="") for p in created)
         report += (

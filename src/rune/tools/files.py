@@ -28,7 +28,7 @@ from rune.tools.base import (
     string_arg,
 )
 from rune.tools.display import for_display, is_binary, unified_diff
-from rune.tools.sandbox import validate_read_path, validate_write_path
+from rune.tools.sandbox import sensitive_reason, validate_read_path, validate_write_path
 from rune.tools.spec import PreparedChange, ToolSpec
 
 MAX_READ_BYTES = 256 * 1024
@@ -43,7 +43,7 @@ SHOWN_BACK_LINES = 30
 
 
 def read_file(ctx: ToolContext, args: Args) -> str:
-    path = validate_read_path(args["path"], ctx.policy, ctx.workspace)
+    path = validate_read_path(args["path"], ctx.policy, ctx.workspace, file_target=True)
     found = fs.read_regular_file(path, ctx.policy.read_roots, MAX_READ_BYTES)
     shown = for_display(str(path))
     if is_binary(found.data):
@@ -193,6 +193,7 @@ def _prepare(tool: str, planner: Planner) -> Callable[[ToolContext, Args], Prepa
             summary=f"{tool}: {verb} {shown} ({len(plan.after)} bytes)",
             preview=unified_diff(plan.path, plan.before, plan.after),
             fingerprint=plan.fingerprint(),
+            sensitive=sensitive_reason(plan.path, ctx.workspace),
         )
 
     return prepare

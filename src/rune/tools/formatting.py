@@ -1,8 +1,14 @@
 """format_code: ruff for Python, as a prepared file change.
 
 The file's current content goes to ``ruff format`` on stdin and the formatted text comes back
-on stdout, so computing the diff writes nothing anywhere; ``--stdin-filename`` lets ruff find
-the project's own configuration. Applying writes through ``fs.atomic_write`` like every edit.
+on stdout, so computing the diff writes nothing anywhere. Applying writes through
+``fs.atomic_write`` like every edit.
+
+Ruff never chooses its own configuration here: a config file can ``extend`` any file, and
+ruff quotes a file it cannot parse in its error (a repo's ``extend = "~/.ssh/config"`` would
+show a line of it). Rune finds the workspace's own config (:mod:`rune.tools.ruffconfig`),
+checks that it and everything it extends lie in the workspace and may be read, and passes it
+with ``--config``; with none, ruff runs ``--isolated`` (no user or parent-directory config).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from rune.errors import ToolError
 from rune.tools.base import PATH_ARG, Args, ToolContext, object_schema
 from rune.tools.display import for_display
 from rune.tools.files import FilePlan, current_content, decode_text, file_change_tool
+from rune.tools.ruffconfig import workspace_config
 from rune.tools.spec import ToolSpec
 
 PYTHON_SUFFIXES = (".py", ".pyi")
@@ -30,10 +37,12 @@ def find_ruff() -> str | None:
     return shutil.which("ruff", path=search_path)
 
 
-def ruff_format(ruff: str, path: Path, source: bytes) -> bytes:
+def ruff_format(ruff: str, path: Path, source: bytes, config: Path | None) -> bytes:
+    """``ruff format`` of ``source`` with exactly ``config`` (None: no configuration at all)."""
+    chosen = ["--config", str(config)] if config is not None else ["--isolated"]
     try:
         done = subprocess.run(
-            [ruff, "format", "--no-cache", "--stdin-filename", str(path), "-"],
+            [ruff, "format", "--no-cache", *chosen, "--stdin-filename", str(path), "-"],
             input=source,
             capture_output=True,
             timeout=FORMAT_TIMEOUT,
@@ -67,7 +76,8 @@ def plan_format(ctx: ToolContext, args: Args) -> FilePlan:
             "(pip install ruff)."
         )
     decode_text(path, before)
-    return FilePlan(path, before, ruff_format(ruff, path, before))
+    config = workspace_config(path, ctx.workspace, ctx.policy)
+    return FilePlan(path, before, ruff_format(ruff, path, before, config))
 
 
 FORMAT_CODE = file_change_tool(

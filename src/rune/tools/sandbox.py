@@ -1,9 +1,12 @@
-"""The sandbox policy and path validation: the only place that decides where Rune may write.
+"""The sandbox policy and path validation: the only place that decides where Rune may go.
 
 ``validate_write_path`` is the single choke point for every write (prepare, apply and
-re-validation of write_file, edit_file, format_code). Containment is decided on resolved
-paths by components, never by string prefix; the blocklist is checked on both the lexical
-and the resolved path, case-folded.
+re-validation of write_file, edit_file, format_code); ``validate_read_path`` is the one for
+every read (read_file, list_dir, search, format_code's configuration, project instructions).
+Containment is decided on resolved paths by components, never by string prefix; blocked
+locations, credential stores and protected names are checked on both the lexical and the
+resolved path, case-folded. Odd spellings (URIs, backslashes, drive letters, huge or deep
+paths) are refused first (:mod:`rune.tools.pathsyntax`).
 """
 
 from __future__ import annotations
@@ -15,81 +18,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rune.errors import SandboxDenied
+from rune.tools.names import (
+    CREDENTIALS,
+    HOME_PROTECTED,
+    PROTECTED,
+    RUNE_OWN,
+    SENSITIVE,
+    first_match,
+    fold,
+)
+from rune.tools.pathsyntax import check_path_syntax
 
-# Names that are dangerous to write at any depth, existing or not (sandbox-security.md P5).
-# Compared case-folded against each path component / the final name.
-PROTECTED_FILE_NAMES: frozenset[str] = frozenset(
-    {
-        ".bashrc",
-        ".bash_profile",
-        ".bash_login",
-        ".bash_logout",
-        ".bash_aliases",
-        ".profile",
-        ".zshrc",
-        ".zprofile",
-        ".zshenv",
-        ".zlogin",
-        ".zlogout",
-        ".cshrc",
-        ".tcshrc",
-        ".kshrc",
-        ".inputrc",
-        ".gitconfig",
-        ".gitmodules",
-        ".git-credentials",
-        ".ripgreprc",
-        ".npmrc",
-        ".pypirc",
-        ".netrc",
-        ".mcp.json",
-        ".envrc",
-        ".pam_environment",
-        ".xprofile",
-        ".xsession",
-        ".xinitrc",
-        ".vimrc",
-        ".exrc",
-        ".nvimrc",
-        "sitecustomize.py",
-        "usercustomize.py",
-        # A ".git" file redirects git to another directory, hooks included.
-        ".git",
-    }
+# Names that are dangerous at any depth, existing or not (the lists live in rune.tools.names).
+_NEVER_WRITTEN = (*PROTECTED, CREDENTIALS, RUNE_OWN)
+PROTECTED_NAMES: frozenset[str] = frozenset().union(*(n.names for n in _NEVER_WRITTEN))
+#: the name earlier versions used for :data:`PROTECTED_NAMES`
+PROTECTED_FILE_NAMES = PROTECTED_NAMES
+PROTECTED_SEQUENCES: tuple[tuple[str, ...], ...] = tuple(
+    tuple(seq.split("/")) for names in _NEVER_WRITTEN for seq in names.sequences
 )
-PROTECTED_SUFFIXES: tuple[str, ...] = (".pth", ".code-workspace")
-# Directories whose contents are protected wherever they appear.
-PROTECTED_DIR_NAMES: frozenset[str] = frozenset(
-    {
-        ".vscode",
-        ".idea",
-        ".cursor",
-        ".claude",
-        ".codex",
-        ".rune",
-        ".continue",
-        ".aider",
-        ".ssh",
-        ".gnupg",
-        ".ipython",
-    }
-)
-# Inside a git directory (including submodules' .git/modules/<name>/), these run or steer git.
-GIT_CONTROL_NAMES: frozenset[str] = frozenset({"hooks", "config", "info"})
-# Multi-component tails protected at any depth: (.git, hooks) covers .git/hooks/anything.
-PROTECTED_SEQUENCES: tuple[tuple[str, ...], ...] = (
-    (".config", "autostart"),
-    (".config", "systemd"),
-    (".config", "fish"),
-    (".config", "git"),
-    (".config", "nvim"),
-    (".config", "rune"),
-    (".config", "environment.d"),
-    (".local", "bin"),
-    (".docker", "config.json"),
-    (".kube", "config"),
-    (".aws", "config"),
-    (".aws", "credentials"),
+# Inside a git directory (submodules' .git/modules/<name>/ included), what a contained command
+# must not change: these run or redirect git. (The file tools never write inside .git at all.)
+GIT_CONTROL_NAMES: frozenset[str] = frozenset(
+    {"hooks", "config", "info", "commondir", "objects/info"}
 )
 
 # Control, format (bidi overrides, zero-width), line/paragraph separators and lone surrogates:
@@ -122,9 +73,12 @@ class SandboxPolicy:
     """Where reads and writes may go. Roots are canonicalized once, at construction.
 
     ``blocked`` paths are neither read nor written (``/proc``, ``/sys`` and ``/dev`` always
-    are); ``protected_paths`` (Rune's own config and data by default) and, when
-    ``protected_names`` is on, the names in this module are never written, at any depth,
-    existing or not.
+    are). Credential stores (:data:`rune.tools.names.CREDENTIALS`) and Rune's own config and
+    data (``protected_paths``) are neither read nor written in every policy, except the stores
+    the user lists in ``allow_credentials``, which may be read (a store or a path inside one;
+    never written). When ``protected_names`` is on, protected names are never written, at any
+    depth, existing or not, and neither is anything under ``home`` in
+    :data:`rune.tools.names.HOME_PROTECTED` (``~/bin``).
     """
 
     read_roots: Sequence[Path]
@@ -132,8 +86,11 @@ class SandboxPolicy:
     blocked: Sequence[Path] = ()
     protected_names: bool = True
     protected_paths: Sequence[Path] = field(default_factory=_rune_own_dirs)
+    home: Path | None = None
+    allow_credentials: Sequence[Path] = ()
     _blocked_folded: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _protected_folded: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _home_protected: tuple[Path, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "read_roots", tuple(_canonical_root(p) for p in self.read_roots))
@@ -144,6 +101,12 @@ class SandboxPolicy:
         protected = _lexical_and_resolved(self.protected_paths)
         object.__setattr__(self, "protected_paths", protected)
         object.__setattr__(self, "_protected_folded", tuple(_fold(str(p)) for p in protected))
+        home = None if self.home is None else _canonical_root(self.home)
+        object.__setattr__(self, "home", home)
+        at_home = [home / name for name in HOME_PROTECTED] if home is not None else []
+        object.__setattr__(self, "_home_protected", _lexical_and_resolved(at_home))
+        allowed = _lexical_and_resolved(self.allow_credentials)
+        object.__setattr__(self, "allow_credentials", allowed)
 
     @classmethod
     def default(cls, home: str | os.PathLike[str] | None = None) -> SandboxPolicy:
@@ -160,6 +123,7 @@ class SandboxPolicy:
                 home_dir / ".ssh",
                 home_dir / ".gnupg",
             ],
+            home=home_dir,
         )
 
     @classmethod
@@ -178,6 +142,36 @@ class SandboxPolicy:
         """The blocked location any candidate path lies in (case-folded), or None."""
         return _prefix_hit(candidates, self.blocked, self._blocked_folded)
 
+    def credential_hit(
+        self, *candidates: str | os.PathLike[str], reading: bool = True
+    ) -> str | None:
+        """Why any candidate path is refused as a credential store (or Rune's own), or None:
+        a clause such as ``holds credentials (/home/u/.aws)``.
+
+        When ``reading``, ``allow_credentials`` lifts the refusal for a candidate inside an
+        allowed path that is the store itself or inside it (allowing ``~`` does not open
+        ``~/.aws``). Rune's own configuration, key and sessions are never lifted.
+        """
+        for candidate in candidates:
+            path = Path(candidate)
+            own = _prefix_hit([path], self.protected_paths, self._protected_folded)
+            own = own if own is not None else RUNE_OWN.match(path)
+            if own is not None:
+                return f"{RUNE_OWN.what} ({own})"
+            store = CREDENTIALS.match(path)
+            if store is not None and not (reading and self._allowed(path, store)):
+                return f"{CREDENTIALS.what} ({store})"
+        return None
+
+    def _allowed(self, path: Path, store: Path) -> bool:
+        folded_path = Path(_fold(str(path)))
+        folded_store = Path(_fold(str(store)))
+        for allowed in self.allow_credentials:
+            folded = Path(_fold(str(allowed)))
+            if folded_path.is_relative_to(folded) and folded.is_relative_to(folded_store):
+                return True
+        return False
+
     def protected_hit(self, *candidates: str | os.PathLike[str]) -> str | None:
         """Why writing any candidate path is refused as protected, or None."""
         hit = _prefix_hit(candidates, self.protected_paths, self._protected_folded)
@@ -185,6 +179,10 @@ class SandboxPolicy:
             return f"{hit} holds Rune's own configuration or sessions"
         if not self.protected_names:
             return None
+        folded = tuple(_fold(str(p)) for p in self._home_protected)
+        hit = _prefix_hit(candidates, self._home_protected, folded)
+        if hit is not None:
+            return f"{hit} is on PATH in common shell profiles"
         for candidate in candidates:
             reason = protected_reason(Path(candidate))
             if reason is not None:
@@ -192,8 +190,7 @@ class SandboxPolicy:
         return None
 
 
-def _fold(text: str) -> str:
-    return unicodedata.normalize("NFC", text).casefold()
+_fold = fold
 
 
 def _check_characters(raw: str | bytes) -> None:
@@ -271,28 +268,26 @@ def _prefix_hit(
 
 def protected_reason(path: Path) -> str | None:
     """Why ``path`` is a protected name (at any depth, existing or not), or None."""
-    parts = [_fold(p) for p in path.parts]
-    name = parts[-1] if parts else ""
-    if name in PROTECTED_FILE_NAMES:
-        return f"{path.name} is a shell, git or interpreter start-up file"
-    if name.endswith(PROTECTED_SUFFIXES):
-        return f"{path.name} is loaded automatically by Python or an IDE"
-    for part in parts[:-1]:
-        if part in PROTECTED_DIR_NAMES:
-            return f"{part} holds IDE or agent configuration"
-    if name in PROTECTED_DIR_NAMES:
-        return f"{name} holds IDE or agent configuration"
-    if ".git" in parts[:-1]:
-        inside = parts[parts.index(".git") + 1 :]
-        hit = next((part for part in inside if part in GIT_CONTROL_NAMES), None)
-        if hit is not None:
-            return f".git/…/{hit} is executed or trusted by git"
-    for seq in PROTECTED_SEQUENCES:
-        n = len(seq)
-        for i in range(len(parts) - n + 1):
-            if tuple(parts[i : i + n]) == seq:
-                return f"{'/'.join(seq)} is executed or trusted by other programs"
-    return None
+    found = first_match(PROTECTED, path)
+    if found is None:
+        return None
+    names, hit = found
+    return f"{hit} {names.what}"
+
+
+def sensitive_reason(path: Path, workspace: Path) -> str | None:
+    """Why a change to ``path`` must always be asked for, even under ``--yes``, or None.
+
+    Outside the workspace, every change is; inside it, a sensitive name below the workspace
+    (:data:`rune.tools.names.SENSITIVE`) is.
+    """
+    if not within(path, (workspace,)):
+        return f"{path} is outside the workspace {workspace}"
+    found = first_match(SENSITIVE, path.relative_to(workspace))
+    if found is None:
+        return None
+    names, hit = found
+    return f"{hit} {names.what}"
 
 
 def _validate(
@@ -301,10 +296,12 @@ def _validate(
     workspace: str | os.PathLike[str] | None,
     *,
     write: bool,
+    file_target: bool,
 ) -> Path:
     policy = policy if policy is not None else SandboxPolicy.default()
     raw = os.fspath(path)
     _check_characters(raw)
+    check_path_syntax(raw, file_target=file_target)
     absolute = _absolute(raw, workspace)
     lexical = os.path.normpath(absolute)
     resolved = resolve_strict(absolute)
@@ -323,6 +320,13 @@ def _validate(
             f"{'writes' if write else 'reads'} there. Allowed {label} directories: "
             f"{[str(r) for r in roots]}."
         )
+    # Credential stores are never written, even those the user lets Rune read.
+    secret = policy.credential_hit(lexical, resolved, reading=not write)
+    if secret is not None:
+        raise SandboxDenied(
+            f"Access denied: {lexical} {secret}; Rune never reads or writes it for the model. "
+            "Work without it, or ask the user for what you need."
+        )
     reason = policy.protected_hit(lexical, resolved) if write else None
     if reason is not None:
         raise SandboxDenied(
@@ -338,13 +342,18 @@ def validate_write_path(
     workspace: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Return the resolved path if ``policy`` allows writing it, else raise SandboxDenied."""
-    return _validate(path, policy, workspace, write=True)
+    return _validate(path, policy, workspace, write=True, file_target=True)
 
 
 def validate_read_path(
     path: str | os.PathLike[str],
     policy: SandboxPolicy | None = None,
     workspace: str | os.PathLike[str] | None = None,
+    *,
+    file_target: bool = False,
 ) -> Path:
-    """Return the resolved path if ``policy`` allows reading it, else raise SandboxDenied."""
-    return _validate(path, policy, workspace, write=False)
+    """Return the resolved path if ``policy`` allows reading it, else raise SandboxDenied.
+
+    ``file_target``: the path must name a file (read_file), so a trailing ``/`` is refused.
+    """
+    return _validate(path, policy, workspace, write=False, file_target=file_target)

@@ -1,7 +1,8 @@
 """search: a regular expression over the text files below a path.
 
 The walk never follows a symlink (file or directory), never enters ``.git`` or a blocked
-location, skips binary and huge files, and stops at a match, file and time budget, saying so.
+location, skips credential stores without a word (their names are not evidence the model
+needs), skips binary and huge files, and stops at a match, file and time budget, saying so.
 """
 
 from __future__ import annotations
@@ -57,9 +58,15 @@ def _files(ctx: ToolContext, top: Path) -> Iterator[tuple[int, Path]]:
         return
 
     def skip_dir(path: Path) -> bool:
-        return path.name in SKIPPED_DIRS or ctx.policy.blocked_hit(path) is not None
+        return (
+            path.name in SKIPPED_DIRS
+            or ctx.policy.blocked_hit(path) is not None
+            or ctx.policy.credential_hit(path) is not None
+        )
 
-    yield from fs.walk_files(top, roots, skip_dir)
+    for parent, path in fs.walk_files(top, roots, skip_dir):
+        if ctx.policy.credential_hit(path) is None:
+            yield parent, path
 
 
 def _shown(ctx: ToolContext, path: Path) -> str:

@@ -38,7 +38,10 @@ class PreparedChange:
     """A validated mutating request and exactly what the operator is asked to approve.
 
     ``fingerprint`` binds the approval to the state of the world at prepare time (resolved
-    path, content digest); ``apply`` refuses when it no longer holds.
+    path, content digest); ``apply`` refuses when it no longer holds. ``contained`` is set for
+    commands (whether they run inside bubblewrap); ``sensitive`` says why a file change must be
+    asked for even under ``--yes`` (outside the workspace, or a file that steers an agent or
+    runs code), None when it need not.
     """
 
     tool: str
@@ -47,6 +50,7 @@ class PreparedChange:
     preview: str
     fingerprint: Mapping[str, Any] = field(default_factory=dict)
     contained: bool | None = None
+    sensitive: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "arguments", freeze(self.arguments))
@@ -60,6 +64,7 @@ class PreparedChange:
             "preview": self.preview,
             "fingerprint": thaw(self.fingerprint),
             "contained": self.contained,
+            "sensitive": self.sensitive,
         }
 
     @classmethod
@@ -71,6 +76,7 @@ class PreparedChange:
             preview=str(data["preview"]),
             fingerprint=dict(data.get("fingerprint") or {}),
             contained=data.get("contained"),
+            sensitive=data.get("sensitive"),
         )
 
 

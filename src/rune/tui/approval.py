@@ -8,7 +8,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, Label, Static
 
-from rune.cli.render import Decision, diff_text, is_command
+from rune.cli.render import Decision, diff_text, is_command, sensitive_note
 from rune.messages import PendingApproval
 
 
@@ -30,6 +30,9 @@ class ApprovalScreen(ModalScreen[Decision | None]):
         with Vertical(id="approval"):
             yield Label(f"Approval needed · {self.step}", id="approval-title")
             yield Label(self.pending.summary, id="approval-summary")
+            if self.pending.sensitive:
+                note = sensitive_note(self.pending.sensitive).strip()
+                yield Label(note, classes="bad", markup=False)
             with VerticalScroll(id="approval-preview"):
                 if is_command(self.pending):
                     yield Static(f"$ {self.pending.preview.strip()}", markup=False)

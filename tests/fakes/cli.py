@@ -1,0 +1,78 @@
+"""Run the real ``rune`` command in a subprocess, with a scripted model playing the attacker.
+
+``--backend scripted`` replays the JSON list of assistant turns that ``RUNE_SCRIPT`` names
+(see :mod:`rune.demo`); HOME is a temp directory, and the suite's conftest has already put
+Rune's config and data directories in temp directories too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    """An assistant turn that calls one tool."""
+    return {"content": "", "tool_calls": [{"function": {"name": name, "arguments": arguments}}]}
+
+
+def calls(*pairs: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    """An assistant turn that calls several tools at once."""
+    return {
+        "content": "",
+        "tool_calls": [{"function": {"name": n, "arguments": a}} for n, a in pairs],
+    }
+
+
+def final(text: str = "done") -> dict[str, Any]:
+    return {"content": text}
+
+
+def rune(
+    home: Path,
+    *args: str,
+    script: list[dict[str, Any]] | None = None,
+    stdin: str = "",
+    env: dict[str, str] | None = None,
+    timeout: float = 90,
+) -> subprocess.CompletedProcess[str]:
+    environment = {
+        **os.environ,
+        "HOME": str(home),
+        "OLLAMA_HOST": f"127.0.0.1:{closed_port()}",
+        "NO_COLOR": "1",
+        **(env or {}),
+    }
+    if script is not None:
+        path = home.parent / f"script-{len(list(home.parent.glob('script-*')))}.json"
+        path.write_text(json.dumps(script), encoding="utf-8")
+        environment["RUNE_SCRIPT"] = str(path)
+    done = subprocess.run(
+        [sys.executable, "-m", "rune.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=home,
+        timeout=timeout,
+        check=False,
+    )
+    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
+    return done
+
+
+def journals() -> str:
+    """Everything every session journaled (what the model was shown, among the rest)."""
+    root = Path(os.environ["RUNE_DATA_DIR"]) / "sessions"
+    return "".join(p.read_text(encoding="utf-8") for p in sorted(root.glob("*/journal.jsonl")))

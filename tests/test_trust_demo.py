@@ -1,0 +1,80 @@
+"""The demo's check imports calc.py, which the model wrote: it is a command like any other.
+
+Before issue #12 ``rune demo`` imported the model's calc.py in a fresh interpreter, outside any
+sandbox and without asking. Now the check is shown, runs only when approved (or under
+``--yes --yes``), and runs contained by bubblewrap where that works, like ``run_command``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.fakes.cli import call, final, rune
+
+from rune.demo import FIXED_CALC
+from rune.tools.commands import bwrap_works, find_bwrap
+
+BWRAP = find_bwrap()
+needs_bwrap = pytest.mark.skipif(
+    BWRAP is None or not bwrap_works(BWRAP), reason="bubblewrap cannot build a sandbox here"
+)
+
+
+def evil_calc(marker: Path) -> str:
+    """A calc.py whose add() is right, and whose import tries to leave a mark outside."""
+    return (
+        "import pathlib\n"
+        "try:\n"
+        f"    pathlib.Path({str(marker)!r}).write_text('ran outside')\n"
+        "except OSError:\n"
+        "    pass\n\n" + FIXED_CALC
+    )
+
+
+def demo(home: Path, *flags: str, stdin: str = "") -> tuple[str, str, int]:
+    marker = home / "pwned"
+    script = [call("write_file", path="calc.py", content=evil_calc(marker)), final("fixed")]
+    done = rune(home, "demo", "--backend", "scripted", *flags, script=script, stdin=stdin)
+    return done.stdout, done.stderr, done.returncode
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    return home
+
+
+def test_under_yes_the_check_asks_and_without_an_answer_does_not_run(home: Path) -> None:
+    stdout, stderr, code = demo(home, "--yes")
+    assert code == 0, stdout + stderr
+    assert "approved by --yes" in stdout  # the edit: an ordinary file in the workspace
+    assert "Approval needed: run_command" in stdout and "calc.add(2, 3)" in stdout
+    assert "check: not run" in stdout
+    assert "runs only when you approve it" in stderr
+    assert not (home / "pwned").exists()
+
+
+def test_a_rejected_check_does_not_run(home: Path) -> None:
+    stdout, stderr, _ = demo(home, "--yes", stdin="r no thanks\n")
+    assert "check: not run" in stdout and "not approved" in stderr
+    assert not (home / "pwned").exists()
+
+
+@needs_bwrap
+def test_an_approved_check_runs_contained(home: Path) -> None:
+    stdout, stderr, code = demo(home, "--yes", stdin="a\n")
+    assert code == 0, stdout + stderr
+    assert "runs contained (bubblewrap)" in stdout
+    assert "check: add(2, 3) == 5 now" in stdout
+    assert not (home / "pwned").exists()  # the import ran, but could not write outside
+
+
+@needs_bwrap
+def test_yes_yes_approves_the_check_and_it_still_runs_contained(home: Path) -> None:
+    stdout, stderr, code = demo(home, "--yes", "--yes")
+    assert code == 0, stdout + stderr
+    assert "approved by --yes --yes" in stdout
+    assert "check: add(2, 3) == 5 now" in stdout
+    assert not (home / "pwned").exists()
