@@ -82,7 +82,9 @@ def run_task(task: Path, args: argparse.Namespace, transport: OpenAICompatTransp
 
         def note(event: ev.LoopEvent) -> None:
             if isinstance(event, ev.ToolFinished):
-                tools.append(f"{event.event.name}:{event.event.status}")
+                done = event.event
+                detail = f" ({(done.error or '')[:160]})" if args.verbose and done.error else ""
+                tools.append(f"{done.name}:{done.status}{detail}")
 
         operator = build_operator(settings, choice, transport, model, on_event=note)
         request = (task / "task.md").read_text(encoding="utf-8").strip()

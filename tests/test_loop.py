@@ -703,10 +703,57 @@ def test_a_finished_conversation_just_goes_on_to_the_model(project: Path) -> Non
 def test_malformed_native_calls_are_answered_as_tool_errors(
     project: Path, bad_call: dict[str, Any]
 ) -> None:
-    rt, transport = runtime(project, [tools(bad_call), text("sorry")])
+    rt, transport = runtime(project, [tools(bad_call), text("sorry"), text("still sorry")])
     resp = rt.run(USER)
-    assert resp.success and resp.text == "sorry"
+    # A failed *change* is followed by one reminder before an answer is taken.
+    function = bad_call["function"]
+    mutating = isinstance(function, dict) and function.get("name") == "write_file"
+    assert resp.success and resp.text == ("still sorry" if mutating else "sorry")
     assert [e.status for e in resp.events] == ["failed"]
     assert resp.pending is None
     assert transport.requests[1].messages[-1]["content"].startswith("Error: ")
     assert (project / "calc.py").read_text() == BROKEN
+
+
+def test_an_answer_right_after_a_failed_change_is_sent_back_once(project: Path) -> None:
+    drop_mul = "def add(a, b):\n    return a + b\n"
+    rt, transport = runtime(
+        project,
+        [
+            tools(call("edit_file", path="calc.py", old_text="nope", new_text="x")),
+            text("Done, add() is fixed."),
+            tools(call("edit_file", path="calc.py", old_text="a - b", new_text="a + b")),
+            text("Fixed."),
+        ],
+    )
+    paused = rt.run(USER)
+    assert paused.paused and paused.iterations_used == 3
+    reminder = transport.requests[2].messages[-1]
+    assert reminder["role"] == "user"
+    assert reminder["content"].startswith("Your last change was not made: old_text matches 0")
+    resp = rt.approve(paused.pending_state)  # type: ignore[arg-type]
+    assert resp.success and resp.text == "Fixed."
+    assert (project / "calc.py").read_text() == FIXED
+    # Once per run: a second answer after another failed change is taken as it is.
+    rt, transport = runtime(
+        project,
+        [
+            tools(call("write_file", path="calc.py", content=drop_mul + "def (")),
+            text("done"),
+            tools(call("write_file", path="calc.py", content="def (")),
+            text("I could not fix it."),
+        ],
+    )
+    resp = rt.run(USER)
+    assert resp.success and resp.text == "I could not fix it."
+    assert [e.status for e in resp.events] == ["failed", "failed"]
+    assert len(transport.requests) == 4
+
+
+def test_a_rejected_change_is_not_sent_back(project: Path) -> None:
+    rt, transport = runtime(
+        project, [tools(call("write_file", path="calc.py", content=FIXED)), text("ok")]
+    )
+    paused = rt.run(USER)
+    resp = rt.reject(paused.pending_state, reason="no")  # type: ignore[arg-type]
+    assert resp.success and resp.text == "ok" and len(transport.requests) == 2

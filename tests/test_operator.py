@@ -328,13 +328,15 @@ def test_a_lone_surrogate_from_the_model_is_a_tool_error_and_journals_fine(
 ) -> None:
     arguments = '{"path": "a.txt", "content": "x\\ud800y"}'  # valid JSON, invalid Unicode
     reply = f'<tool_call>{{"name": "write_file", "arguments": {arguments}}}</tool_call>'
-    transport = ScriptedTransport([{"content": reply}, {"content": "sorry"}], tools=False)
+    turns = [{"content": reply}, {"content": "sorry"}, {"content": "sorry, I cannot"}]
+    transport = ScriptedTransport(turns, tools=False)
     with store.create(model="m", workspace=str(workspace), backend="scripted") as session:
         response = RuneOperator(transport, executor(workspace), model="m", session=session).send(
             "write a.txt"
         )
         session_id = session.id
-    assert response.success and response.events[0].status == "failed"
+    assert response.success and response.text == "sorry, I cannot"
+    assert response.events[0].status == "failed"
     assert "surrogate" in (response.events[0].error or "")
     assert not (workspace / "a.txt").exists()
     with store.open(session_id) as session:

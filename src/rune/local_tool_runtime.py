@@ -109,6 +109,17 @@ class _LoopState:
     thinking: str = ""
     warnings: list[str] = field(default_factory=list)
     evicted: list[str] = field(default_factory=list)
+    #: the error of the last change the model asked for, while no later change succeeded
+    unfinished_change: str | None = None
+    #: whether the model was already told, this run, that its answer came after a failed change
+    nudged: bool = False
+
+
+def unfinished_change_note(error: str) -> str:
+    return (
+        f"Your last change was not made: {error} The task is not finished. Send a corrected "
+        "change, or answer saying why it cannot be done."
+    )
 
 
 class LocalToolRuntime:
@@ -338,7 +349,7 @@ class LocalToolRuntime:
             return None
         if parsed.error is not None and state.protocol == TEXT_FALLBACK:
             return self._protocol_error(state, parsed.error)
-        return self._success(state, parsed.visible_text)
+        return self._answer(state, parsed.visible_text)
 
     def _take_constrained_turn(
         self, state: _LoopState, content: str, done_reason: str | None
@@ -351,7 +362,7 @@ class LocalToolRuntime:
             state.batch_done = {}
             return None
         if turn.answer is not None:
-            return self._success(state, turn.answer)
+            return self._answer(state, turn.answer)
         error = turn.error or "the reply could not be read"
         if done_reason == "length":
             error += "; the reply hit the output token limit"
@@ -424,6 +435,8 @@ class LocalToolRuntime:
         self, state: _LoopState, request: ToolRequest, output: str, *, preview: str | None = None
     ) -> None:
         state.streak_signature, state.streak_count = None, 0
+        if self.executor.is_mutating(request.name):
+            state.unfinished_change = None
         self._append_result(state, request, output, ok=True)
         state.batch_done[request.signature] = [True, output]
         event = self._event(state, request, "done", output=output, preview=preview)
@@ -440,6 +453,8 @@ class LocalToolRuntime:
     ) -> OperatorResponse | None:
         message = str(err) if isinstance(err, RuneError) else f"internal error: {err!r}"
         status = "denied" if isinstance(err, SandboxDenied) else "failed"
+        if self.executor.is_mutating(request.name):
+            state.unfinished_change = message
         self._append_result(state, request, f"Error: {message}", ok=False)
         state.batch_done[request.signature] = [False, f"Error: {message}"]
         event = self._event(state, request, status, error=message, preview=preview)
@@ -535,6 +550,8 @@ class LocalToolRuntime:
             "thinking": state.thinking,
             "warnings": state.warnings,
             "evicted": state.evicted,
+            "unfinished_change": state.unfinished_change,
+            "nudged": state.nudged,
             "change": change.to_json(),
         }
         try:
@@ -587,6 +604,8 @@ class LocalToolRuntime:
                 thinking=str(data.get("thinking", "")),
                 warnings=list(data.get("warnings", [])),
                 evicted=list(data.get("evicted", [])),
+                unfinished_change=_optional_str(data.get("unfinished_change")),
+                nudged=bool(data.get("nudged", False)),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise InvalidPendingState(f"the pending state is damaged: {err!r}") from None
@@ -615,6 +634,16 @@ class LocalToolRuntime:
             evicted=tuple(state.evicted),
             **outcome,
         )
+
+    def _answer(self, state: _LoopState, text: str) -> OperatorResponse | None:
+        """The model's final answer ends the run, except once: an answer right after a change
+        that failed (small models give up and say "done") is sent back to the model."""
+        if state.unfinished_change is not None and not state.nudged:
+            state.nudged = True
+            note = unfinished_change_note(state.unfinished_change)
+            state.messages.append({"role": "user", "content": note})
+            return None
+        return self._success(state, text)
 
     def _success(self, state: _LoopState, text: str) -> OperatorResponse:
         return self._respond(state, success=True, text=text)
@@ -660,3 +689,7 @@ def _constrained_request(turn: constrained.ConstrainedTurn) -> ToolRequest:
 
 def _text_requests(parsed: fallback.ParseOutcome) -> list[ToolRequest]:
     return [ToolRequest(c.name, c.arguments, None, "text-fallback") for c in parsed.calls]
+
+
+def _optional_str(value: Any) -> str | None:
+    return None if value is None else str(value)

@@ -185,7 +185,10 @@ def _prepare(tool: str, planner: Planner) -> Callable[[ToolContext, Args], Prepa
         plan = planner(ctx, args)
         shown = for_display(str(plan.path), keep="")
         if plan.after == plan.before:
-            raise ToolError(f"nothing to change: {shown} already has exactly this content.")
+            raise ToolError(
+                f"nothing to change: {shown} already has exactly this content. If the task is "
+                "not done, the code you send must differ from what the file holds now."
+            )
         verb = "create" if plan.before is None else "modify"
         return PreparedChange(
             tool=tool,
