@@ -423,10 +423,7 @@ class LocalToolRuntime:
     def _refuse_over_cap(self, state: _LoopState, request: ToolRequest) -> None:
         """Answer a call past the per-turn cap without running it (not a failure of the tool:
         the breaker does not count it)."""
-        message = (
-            f"Error: not run: at most {MAX_CALLS_PER_TURN} tool calls run per turn. Ask for "
-            "this call again in your next turn if you still need it."
-        )
+        message = f"Error: not run: at most {MAX_CALLS_PER_TURN} tool calls run per turn; ask again"
         if not any(done == [False, message] for done in state.batch_done.values()):
             warning = (
                 f"the model asked for more than {MAX_CALLS_PER_TURN} tool calls in one turn; "
