@@ -97,7 +97,7 @@ def test_timeout_kills_the_whole_process_group(ws: Path, contain: bool) -> None:
     assert time.monotonic() - started < 10
     assert out.splitlines() == [
         "started",
-        "[timed out after 1 s; the whole process group was killed]",
+        "[timed out after 1 s; it and everything it started were killed]",
     ]
 
 

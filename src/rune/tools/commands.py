@@ -18,8 +18,9 @@ import selectors
 import shutil
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -223,8 +224,33 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def run_captured(argv: list[str], cwd: Path, timeout: float) -> Outcome:
-    """Run ``argv`` in its own process group; stdout and stderr together, capped."""
+def supervised(argv: list[str], control_fd: int) -> list[str]:
+    """``argv`` under the subreaper supervisor (:mod:`rune.tools.reaper`), which kills every
+    descendant when the command ends or ``control_fd``'s other end closes."""
+    from rune.tools.reaper import SOURCE
+
+    return [sys.executable, "-I", "-c", SOURCE, str(control_fd), str(EXIT_GRACE), *argv]
+
+
+def run_captured(
+    argv: list[str],
+    cwd: Path,
+    timeout: float,
+    *,
+    env: Mapping[str, str] | None = None,
+    supervise: bool = False,
+    pass_fds: tuple[int, ...] = (),
+) -> Outcome:
+    """Run ``argv`` in its own process group; stdout and stderr together, capped.
+
+    ``supervise``: run it under the subreaper supervisor, so that nothing it starts outlives
+    it, ``setsid`` children included (for commands that no PID namespace contains).
+    """
+    control: int | None = None
+    fds = pass_fds
+    if supervise and sys.executable:
+        read_end, control = os.pipe()
+        argv, fds = supervised(argv, read_end), (*pass_fds, read_end)
     try:
         proc = subprocess.Popen(
             argv,
@@ -233,28 +259,45 @@ def run_captured(argv: list[str], cwd: Path, timeout: float) -> Outcome:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env=None if env is None else dict(env),
+            pass_fds=fds,
         )
     except OSError as err:
+        if control is not None:
+            os.close(control)
         raise ToolError(f"cannot start the command: {err.strerror or err}.") from None
+    finally:
+        if control is not None:
+            os.close(fds[-1])
     assert proc.stdout is not None
     output = _CappedOutput()
     deadline = time.monotonic() + timeout
     timed_out = False
-    with proc.stdout, selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        fd = proc.stdout.fileno()
-        while True:
-            now = time.monotonic()
-            if proc.poll() is not None:
-                deadline = min(deadline, now + EXIT_GRACE)
-            if now >= deadline:
-                timed_out = proc.returncode is None
-                break
-            if selector.select(timeout=min(deadline - now, 0.2)):
-                chunk = os.read(fd, 65536)
-                if not chunk:
+    try:
+        with proc.stdout, selectors.DefaultSelector() as selector:
+            selector.register(proc.stdout, selectors.EVENT_READ)
+            fd = proc.stdout.fileno()
+            while True:
+                now = time.monotonic()
+                if proc.poll() is not None:
+                    deadline = min(deadline, now + EXIT_GRACE)
+                if now >= deadline:
+                    timed_out = proc.returncode is None
                     break
-                output.add(chunk)
+                if selector.select(timeout=min(deadline - now, 0.2)):
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        break
+                    output.add(chunk)
+            if control is not None:
+                # The supervisor kills the command's whole tree and exits.
+                os.close(control)
+                control = None
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=5)
+    finally:
+        if control is not None:
+            os.close(control)
         # Whatever is left of the group (background jobs, a timed-out command) goes now.
         _kill_group(proc.pid)
         proc.wait()
@@ -273,7 +316,7 @@ def format_outcome(outcome: Outcome, timeout: float) -> str:
     parts.append(outcome.tail.decode("utf-8", "replace"))
     text, hidden = escape_hidden("".join(parts).rstrip("\n"))
     if outcome.timed_out:
-        status = f"[timed out after {timeout:g} s; the whole process group was killed]"
+        status = f"[timed out after {timeout:g} s; it and everything it started were killed]"
     else:
         status = f"[exit code {outcome.exit_code}]"
     return "\n".join(p for p in (text or "(no output)", hidden_note(hidden), status) if p)
@@ -352,7 +395,7 @@ def run_approved(ctx: ToolContext, change: PreparedChange) -> tuple[Outcome, lis
     if bwrap is not None:
         read_only, watch = protected_binds(ctx.policy, ctx.workspace)
         argv = [*bwrap_argv(bwrap, ctx.policy, ctx.workspace, read_only), *argv]
-    outcome = run_captured(argv, ctx.workspace, timeout)
+    outcome = run_captured(argv, ctx.workspace, timeout, supervise=bwrap is None)
     return outcome, [p for p in watch if os.path.lexists(p)]
 
 
