@@ -56,7 +56,7 @@ SCRATCH_DIR = "/var/tmp"
 SCAN_DIRS = 50_000
 SCAN_SECONDS = 3.0
 #: how far below home credential stores are looked for (~/.local/share/fish/fish_history)
-HOME_SCAN_DEPTH = 3
+HOME_SCAN_DEPTH = 4
 HOME_SCAN_DIRS = 3000
 MAX_BINDS = 2048
 
