@@ -281,7 +281,7 @@ def test_protected_paths_created_at_any_depth_are_reported(repo: Path, home: Pat
         "mkdir -p vendor/lib/.vscode && echo '{}' > vendor/lib/.vscode/tasks.json; "
         "echo 'export X=1' > vendor/lib/.envrc",
     )
-    warning = next(line for line in out.splitlines() if "created protected path" in line)
+    warning = next(line for line in out.splitlines() if "protected path" in line)
     assert "vendor/lib/.vscode" in warning and "vendor/lib/.envrc" in warning
 
 
@@ -359,3 +359,33 @@ def test_a_double_forked_daemon_dies_too(uncontained: ToolExecutor) -> None:
     )
     pid = int(out.splitlines()[0])
     assert _gone(pid), "the daemonised grandchild outlived its command"
+
+
+@needs_bwrap
+def test_the_top_git_cannot_be_swapped_and_a_replaced_nested_one_is_reported(
+    repo: Path, home: Path
+) -> None:
+    out = run(
+        contained(home),
+        "mv .git .git-moved; mkdir -p x && mv vendor/lib x/lib && mkdir -p vendor/lib/.git && "
+        "echo '[core] fsmonitor = evil' > vendor/lib/.git/config",
+    )
+    assert "Device or resource busy" in out and not (repo / ".git-moved").exists()
+    assert (repo / ".git" / "HEAD").is_file()
+    warning = next(line for line in out.splitlines() if "protected path" in line)
+    assert "vendor/lib/.git" in warning
+
+
+@needs_bwrap
+def test_removing_what_a_command_created_never_follows_a_symlink(
+    repo: Path, home: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / "other-objects"
+    (other / "info").mkdir(parents=True)
+    (other / "info" / "alternates").write_text("precious\n")
+    out = run(
+        contained(home),
+        f"mv .git/objects .git/objects-moved && ln -s {other} .git/objects && echo SWAPPED",
+    )
+    assert "SWAPPED" in out, out
+    assert (other / "info" / "alternates").read_text() == "precious\n"

@@ -221,10 +221,33 @@ def scan_workspace(workspace: Path, policy: SandboxPolicy) -> Scan:
     return found
 
 
+#: not walked when looking for credential stores in home: big, and none of them holds one
+HOME_SCAN_SKIPPED = frozenset(
+    {".cache", "node_modules", ".git", ".venv", "venv", ".npm", ".cargo/registry"}
+)
+
+
 def home_secrets(home: Path, workspace: Path, policy: SandboxPolicy) -> Scan:
-    """Credential stores and Rune's own files below ``home`` (not the workspace's: that scan
-    is :func:`scan_workspace`), down to :data:`HOME_SCAN_DEPTH` levels."""
+    """Credential stores and Rune's own files below ``home`` (the workspace has its own scan,
+    :func:`scan_workspace`): every store the lists name at a fixed place, then a breadth-first
+    walk down to :data:`HOME_SCAN_DEPTH` levels for names that may lie anywhere (histories)."""
     found = Scan()
+    candidates = [home / name for name in CREDENTIALS.names]
+    candidates += [home / seq for names in (CREDENTIALS, RUNE_OWN) for seq in names.sequences]
+    seen: set[Path] = set()
+
+    def take(path: Path) -> None:
+        if path in seen or path == workspace:
+            return
+        seen.add(path)
+        if policy.credential_hit(path, reading=True) is not None:
+            found.secrets.append(path)
+        else:
+            found.allowed.append(path)
+
+    for path in candidates:
+        if os.path.lexists(path):
+            take(path)
     queue: collections.deque[tuple[Path, int]] = collections.deque([(home, 1)])
     visited = 0
     while queue and visited < HOME_SCAN_DIRS:
@@ -237,14 +260,13 @@ def home_secrets(home: Path, workspace: Path, policy: SandboxPolicy) -> Scan:
             continue
         for entry in entries:
             path = Path(entry.path)
-            if path == workspace:
+            if path == workspace or path in seen:
                 continue
             relative = path.relative_to(home)
             if CREDENTIALS.match(relative) is not None or RUNE_OWN.match(relative) is not None:
-                if policy.credential_hit(path, reading=True) is not None:
-                    found.secrets.append(path)
-                else:
-                    found.allowed.append(path)
+                take(path)
+                continue
+            if entry.name in HOME_SCAN_SKIPPED or relative.as_posix() in HOME_SCAN_SKIPPED:
                 continue
             with contextlib.suppress(OSError):
                 if depth < HOME_SCAN_DEPTH and entry.is_dir(follow_symlinks=False):
@@ -292,7 +314,8 @@ class Plan:
     """The mounts a command gets, and what to look at after it ran."""
 
     mounts: list[str]
-    before: frozenset[Path]
+    #: protected paths and stores found before the command, with their (device, inode)
+    before: dict[Path, tuple[int, int]]
     watch_git: list[Path]
     complete: bool
     dropped_binds: int = 0
@@ -346,8 +369,13 @@ def plan_mounts(policy: SandboxPolicy, workspace: Path) -> Plan:
 
     writable = within(workspace, policy.write_roots) and workspace.is_dir()
     scan = scan_workspace(workspace, policy) if writable else Scan()
+    top_git = workspace / ".git"
     if writable:
         mounts += ["--bind", str(workspace), str(workspace)]
+        if _is_dir(top_git):
+            # A mount point cannot be renamed or removed: the command cannot move the
+            # repository's .git aside (with its read-only parts) and put a new one in its place.
+            mounts += ["--bind", str(top_git), str(top_git)]
     binds: dict[Path, None] = {}
     for path in scan.protected:
         real = _real(path) if os.path.lexists(path) else None
@@ -356,7 +384,6 @@ def plan_mounts(policy: SandboxPolicy, workspace: Path) -> Plan:
     dropped = max(0, len(binds) - MAX_BINDS)
     for path in list(binds)[:MAX_BINDS]:
         mounts += ["--ro-bind", str(path), str(path)]
-    top_git = workspace / ".git"
     watch_git = (
         [top_git / n for n in TOP_GIT_REMOVED_IF_CREATED if not os.path.lexists(top_git / n)]
         if writable and _is_dir(top_git)
@@ -379,8 +406,38 @@ def plan_mounts(policy: SandboxPolicy, workspace: Path) -> Plan:
     for path in masks:
         mounts += _seal(path)
     mounts += ["--remount-ro", "/dev"]
-    before = frozenset([*scan.protected, *scan.secrets])
+    before = _identities([*scan.protected, *scan.secrets])
     return Plan(mounts, before, watch_git, scan.complete, dropped)
+
+
+def _identities(paths: list[Path]) -> dict[Path, tuple[int, int]]:
+    found: dict[Path, tuple[int, int]] = {}
+    for path in paths:
+        with contextlib.suppress(OSError):
+            info = os.lstat(path)
+            found[path] = (info.st_dev, info.st_ino)
+    return found
+
+
+def _remove_created(workspace: Path, path: Path) -> None:
+    """Remove ``path`` (one of :data:`TOP_GIT_REMOVED_IF_CREATED` in the top ``.git``) through
+    directory handles opened without following symlinks: a command may have swapped ``.git``
+    or a directory in it for a symlink, and this must never delete anything elsewhere."""
+    parts = path.relative_to(workspace).parts
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(workspace, flags)
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        name = parts[-1]
+        if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+            shutil.rmtree(name, dir_fd=fd)
+        else:
+            os.unlink(name, dir_fd=fd)
+    finally:
+        os.close(fd)
 
 
 def after_run(plan: Plan, policy: SandboxPolicy, workspace: Path) -> list[str]:
@@ -391,10 +448,7 @@ def after_run(plan: Plan, policy: SandboxPolicy, workspace: Path) -> list[str]:
         if not os.path.lexists(path):
             continue
         try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
-            else:
-                os.unlink(path)
+            _remove_created(workspace, path)
             removed.append(str(path))
         except OSError:
             notes.append(f"WARNING: the command created {path}, which git obeys; remove it.")
@@ -405,16 +459,17 @@ def after_run(plan: Plan, policy: SandboxPolicy, workspace: Path) -> list[str]:
         )
     if within(workspace, policy.write_roots) and workspace.is_dir():
         now = scan_workspace(workspace, policy)
+        gone = {Path(r) for r in removed}
         created = sorted(
-            str(p)
-            for p in {*now.protected, *now.secrets} - plan.before
-            if os.path.lexists(p) and p not in {Path(r) for r in removed}
+            str(path)
+            for path, identity in _identities([*now.protected, *now.secrets]).items()
+            if plan.before.get(path) != identity and path not in gone
         )
         if created:
             notes.append(
-                f"WARNING: the command created protected path(s) {', '.join(created)}. The "
-                "sandbox cannot stop a command creating a protected file that did not exist; "
-                "review them."
+                f"WARNING: the command created (or replaced) protected path(s) "
+                f"{', '.join(created)}. The sandbox cannot stop a command creating a protected "
+                "file that did not exist; review them."
             )
     if not plan.complete:
         notes.append(
