@@ -23,6 +23,8 @@ LAYERS: dict[str, int] = {
     "rune.events": 0,
     "rune.paths": 0,
     "rune.distribution": 0,
+    "rune.text": 0,
+    "rune.limits": 0,
     "rune.transport": 1,
     "rune.tools": 1,
     "rune.tool_executor": 1,

@@ -199,8 +199,10 @@ def test_huge_files_are_capped_or_refused(arena: Arena) -> None:
     assert "only the first" in shown and "showing lines 1-3" in shown
     edit = {"path": "huge.log", "old_text": "line", "new_text": "LINE"}
     arena.denied("huge-file", lambda: arena.executor.prepare("edit_file", edit))
+    # search (ripgrep) has no size cap, only its time budget: this file is binary (NULs from
+    # 20 kB on), so it is skipped at once.
     found = arena.executor.run("search", {"pattern": "line"})
-    assert "over 1024 KiB" in found
+    assert found.startswith("no matches")
 
 
 @pytest.mark.parametrize(

@@ -109,11 +109,8 @@ def test_search_finds_matches_and_skips_what_it_should(ex: ToolExecutor, ws: Pat
     (ws / "blob.bin").write_bytes(b"\x00alpha")
     (ws / "linked").symlink_to(ws / "src")
     out = ex.run("search", {"pattern": r"alpha\b"})
-    assert out.splitlines() == [
-        "src/a.py:1: def alpha():",
-        "src/b.txt:1: alpha in text",
-        "[skipped files: 1 binary]",
-    ]
+    # ripgrep skips binary files (a NUL in the first block) without counting them.
+    assert out.splitlines() == ["src/a.py:1: def alpha():", "src/b.txt:1: alpha in text"]
     assert ex.run("search", {"pattern": "alpha", "glob": "*.py"}) == "src/a.py:1: def alpha():"
     assert ex.run("search", {"pattern": "return", "path": "src/a.py"}) == "src/a.py:2:     return 1"
     with pytest.raises(ToolInputError, match="invalid regular expression"):

@@ -64,6 +64,7 @@ HOME_ATTACK = [
         ("write_file", {"path": "~/bin/git", "content": "#!/bin/sh\n"}),
     ),
     final(),
+    final(),  # the reminder after the last, failed change gets the same answer
 ]
 
 
@@ -227,6 +228,7 @@ def test_the_commondir_attack_leaves_git_alone(tmp_path: Path) -> None:
             ("edit_file", {"path": ".git/config", "old_text": "[core]", "new_text": "[x]"}),
         ),
         final(),
+        final(),  # the reminder after the last, failed change gets the same answer
     ]
     done = rune(
         home, "run", "--backend", "scripted", "--yes", "--workspace", str(project), "go",
@@ -391,6 +393,7 @@ def test_rune_run_yes_creates_no_odd_names_and_no_deep_tree(tmp_path: Path) -> N
             ("write_file", {"path": DEEP, "content": "x\n"}),
         ),
         final(),
+        final(),  # the reminder after the last, failed change gets the same answer
     ]
     args = ["run", "--backend", "scripted", "--yes", "--workspace", str(project), "go"]
     done = rune(home, *args, script=script)

@@ -15,12 +15,15 @@
            └─ transport.chat(...) → tool calls? loop : terminal visible text
 
 Everything that can go wrong inside the loop ends as ``OperatorResponse(success=False)``
-with the events so far; tool failures go back to the model as tool messages.
+with the events so far — a transport that raises something other than a ``RuneError`` too
+(``error_kind`` is the exception's class name); tool failures go back to the model as tool
+messages. A reply is taken only in the shapes :mod:`rune.limits` allows, and at most
+:data:`rune.limits.MAX_CALLS_PER_TURN` calls of one assistant turn run: the others are answered
+with an error the model reads.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +40,7 @@ from rune.errors import (
     ToolInputError,
     ToolsUnsupported,
 )
+from rune.limits import MAX_CALLS_PER_TURN, shape_problem
 from rune.messages import (
     ChatResult,
     Message,
@@ -67,6 +71,8 @@ _LOOP_PROTOCOLS = (NATIVE, TEXT_FALLBACK, CONSTRAINED)
 _TEXT_SOURCES = ("text-fallback", "constrained")
 #: the argument key that carries a call's arguments when they were not a JSON object
 UNPARSED = "__unparsed__"
+#: beside UNPARSED: why the arguments cannot be used (too deep, a huge number...)
+PROBLEM = "__problem__"
 
 
 def breaker_message(name: str, count: int) -> str:
@@ -109,10 +115,17 @@ class _LoopState:
     thinking: str = ""
     warnings: list[str] = field(default_factory=list)
     evicted: list[str] = field(default_factory=list)
+    #: calls of the current assistant turn that ran (or were prepared); see MAX_CALLS_PER_TURN
+    turn_calls: int = 0
     #: the error of the last change the model asked for, while no later change succeeded
     unfinished_change: str | None = None
     #: whether the model was already told, this run, that its answer came after a failed change
     nudged: bool = False
+
+    def new_turn(self, queue: list[ToolRequest]) -> None:
+        self.queue = queue
+        self.batch_done = {}
+        self.turn_calls = 0
 
 
 def unfinished_change_note(error: str) -> str:
@@ -181,6 +194,8 @@ class LocalToolRuntime:
             protocol = self._choose_protocol()
         except RuneError as err:
             return self._failure_before_loop(err)
+        except Exception as err:  # a transport that broke its contract
+            return self._failure_before_loop(_transport_failure(err))
         history = [dict(m) for m in messages]
         state = _LoopState(messages=history, protocol=protocol)
         state.queue = self._unanswered_calls(history, protocol)
@@ -244,12 +259,12 @@ class LocalToolRuntime:
                     state.queue.pop(0)
                     continue
                 if UNPARSED in request.arguments:
-                    problem = ToolInputError(
-                        f"the arguments of {request.name or 'the call'} are not a JSON object: "
-                        f"{request.arguments[UNPARSED][:200]!r}"
-                    )
-                    stop = self._record_failure(state, request, problem)
+                    stop = self._record_failure(state, request, _unusable(request))
+                elif state.turn_calls >= MAX_CALLS_PER_TURN:
+                    self._refuse_over_cap(state, request)
+                    stop = None
                 else:
+                    state.turn_calls += 1
                     mutating = self.executor.is_mutating(request.name)
                     stop = (self._prepare if mutating else self._dispatch)(state, request)
                 if stop is not None:
@@ -277,8 +292,15 @@ class LocalToolRuntime:
                     result = self._chat(state)
                 except RuneError as retry_err:
                     return self._failure(state, str(retry_err), retry_err.kind)
+                except Exception as retry_err:
+                    failed = _transport_failure(retry_err)
+                    return self._failure(state, str(failed), failed.kind)
             except RuneError as err:
                 return self._failure(state, str(err), err.kind)
+            except Exception as err:  # a transport that broke its contract (KeyboardInterrupt
+                # is not an Exception: it still interrupts)
+                failed = _transport_failure(err)
+                return self._failure(state, str(failed), failed.kind)
             stop = self._take_turn(state, result)
             if stop is not None:
                 return stop
@@ -336,16 +358,14 @@ class LocalToolRuntime:
         if native_calls and state.protocol == NATIVE:
             stored["tool_calls"] = [thaw(c) for c in native_calls]
             state.messages.append(stored)
-            state.queue = [self._native_request(c) for c in native_calls]
-            state.batch_done = {}
+            state.new_turn([self._native_request(c) for c in native_calls])
             return None
         state.messages.append(stored)
         parsed = fallback.parse_tool_calls(content, self._tool_names)
         if parsed.thinking and not message.get("thinking"):
             state.thinking = parsed.thinking
         if parsed.calls:
-            state.queue = _text_requests(parsed)
-            state.batch_done = {}
+            state.new_turn(_text_requests(parsed))
             return None
         if parsed.error is not None and state.protocol == TEXT_FALLBACK:
             return self._protocol_error(state, parsed.error)
@@ -358,8 +378,7 @@ class LocalToolRuntime:
         if turn.thought:
             state.thinking = turn.thought
         if turn.call is not None:
-            state.queue = [_constrained_request(turn)]
-            state.batch_done = {}
+            state.new_turn([_constrained_request(turn)])
             return None
         if turn.answer is not None:
             return self._answer(state, turn.answer)
@@ -399,11 +418,32 @@ class LocalToolRuntime:
         name = name if isinstance(name, str) else ""
         arguments = function.get("arguments")
         if isinstance(arguments, str):
-            with contextlib.suppress(json.JSONDecodeError):
-                arguments = json.loads(arguments) if arguments.strip() else {}
+            raw = arguments
+            try:
+                arguments = json.loads(raw) if raw.strip() else {}
+            except json.JSONDecodeError:
+                pass
+            except (ValueError, RecursionError):
+                # An integer past Python's digit limit, or nesting past the stack.
+                unusable = {UNPARSED: raw[:200], PROBLEM: _problem_of(raw)}
+                return _request(name, unusable, call, source)
         if not isinstance(arguments, Mapping):
             arguments = {UNPARSED: str(arguments)}
-        return ToolRequest(name, arguments, call.get("id"), source)
+        return _request(name, arguments, call, source)
+
+    def _refuse_over_cap(self, state: _LoopState, request: ToolRequest) -> None:
+        """Answer a call past the per-turn cap without running it (not a failure of the tool:
+        the breaker does not count it)."""
+        message = f"Error: not run: at most {MAX_CALLS_PER_TURN} tool calls run per turn; ask again"
+        if not any(done == [False, message] for done in state.batch_done.values()):
+            warning = (
+                f"the model asked for more than {MAX_CALLS_PER_TURN} tool calls in one turn; "
+                f"{len(state.queue)} more were answered with an error, not run"
+            )
+            state.warnings.append(warning)
+            self.on_event(ev.Warning(warning))
+        self._append_result(state, request, message, ok=False)
+        state.batch_done[request.signature] = [False, message]
 
     def _protocol_error(self, state: _LoopState, error: str) -> OperatorResponse | None:
         """A reply that tried to call a tool and failed to parse: tell the model how."""
@@ -546,6 +586,7 @@ class LocalToolRuntime:
             "queue": [r.to_json() for r in state.queue],
             "batch_done": state.batch_done,
             "streak": [state.streak_signature, state.streak_count],
+            "turn_calls": state.turn_calls,
             "events": [e.to_json() for e in state.events],
             "thinking": state.thinking,
             "warnings": state.warnings,
@@ -604,6 +645,7 @@ class LocalToolRuntime:
                 thinking=str(data.get("thinking", "")),
                 warnings=list(data.get("warnings", [])),
                 evicted=list(data.get("evicted", [])),
+                turn_calls=int(data.get("turn_calls", 0)),
                 unfinished_change=_optional_str(data.get("unfinished_change")),
                 nudged=bool(data.get("nudged", False)),
             )
@@ -684,12 +726,65 @@ def _approval_of(change: PreparedChange) -> PendingApproval:
 
 def _constrained_request(turn: constrained.ConstrainedTurn) -> ToolRequest:
     assert turn.call is not None
-    return ToolRequest(turn.call.name, turn.call.arguments, None, "constrained")
+    return _request(turn.call.name, turn.call.arguments, None, "constrained")
 
 
 def _text_requests(parsed: fallback.ParseOutcome) -> list[ToolRequest]:
-    return [ToolRequest(c.name, c.arguments, None, "text-fallback") for c in parsed.calls]
+    return [_request(c.name, c.arguments, None, "text-fallback") for c in parsed.calls]
 
 
 def _optional_str(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _request(
+    name: str, arguments: Mapping[str, Any], call: Any, source: ToolSource = "ollama-native"
+) -> ToolRequest:
+    """A request whose arguments are in a shape Rune takes; otherwise one that answers the
+    model with why not (it never runs)."""
+    call_id = call.get("id") if isinstance(call, Mapping) else call
+    problem = shape_problem(arguments)
+    if problem is not None:
+        arguments = {UNPARSED: "", PROBLEM: f"they are {problem}"}
+    return ToolRequest(name, arguments, call_id, source)
+
+
+def _problem_of(raw: str) -> str:
+    try:
+        json.loads(raw)
+    except RecursionError:
+        return "they are nested too deeply to read"
+    except ValueError as err:
+        if "digits" in str(err):
+            return "they carry an integer too long to read"
+        return f"they cannot be read ({err})"
+    return "they cannot be read"
+
+
+def _unusable(request: ToolRequest) -> ToolInputError:
+    name = request.name or "the call"
+    problem = request.arguments.get(PROBLEM)
+    if problem:
+        return ToolInputError(
+            f"the arguments of {name} cannot be used: {problem}. Send a flat JSON object with "
+            "the tool's arguments."
+        )
+    return ToolInputError(
+        f"the arguments of {name} are not a JSON object: {str(request.arguments[UNPARSED])[:200]!r}"
+    )
+
+
+def _transport_failure(err: Exception) -> RuneError:
+    """A non-Rune exception from the transport, as the typed failure it ends the run with: its
+    ``kind`` (the response's ``error_kind``) is the exception's class name."""
+    failure = _ForeignFailure(f"the model transport failed: {type(err).__name__}: {err}"[:2000])
+    failure.foreign_kind = type(err).__name__
+    return failure
+
+
+class _ForeignFailure(RuneError):
+    foreign_kind = "Exception"
+
+    @property
+    def kind(self) -> str:
+        return self.foreign_kind

@@ -12,6 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from rune.errors import ProtocolError
+from rune.limits import shape_problem
+
 ToolSource = Literal["ollama-native", "openai-native", "text-fallback", "constrained"]
 ToolStatus = Literal["done", "failed", "denied", "pending_approval", "rejected"]
 Message = dict[str, Any]
@@ -195,6 +198,7 @@ class Usage:
 @dataclass(frozen=True, slots=True)
 class ChatResult:
     """One assistant turn as a transport returns it, already accumulated from the stream.
+    A reply over :mod:`rune.limits` raises :class:`rune.errors.ProtocolError`.
 
     ``message`` is Ollama-shaped: ``role``, ``content``, optional ``thinking`` and
     ``tool_calls`` (``[{"id"?, "function": {"index"?, "name", "arguments": {...}}}]``).
@@ -206,6 +210,11 @@ class ChatResult:
     warnings: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        # The one door every reply comes through, whatever the transport: a shape that would
+        # exhaust the stack or memory further on is refused here (rune.limits).
+        problem = shape_problem(self.message)
+        if problem is not None:
+            raise ProtocolError(f"the model's reply is {problem}; Rune does not take it")
         object.__setattr__(self, "message", freeze(self.message))
 
 

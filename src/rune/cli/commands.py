@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,11 @@ def dispatch(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     except RuneError as error:
         err.print(Text(f"{error.kind}: {error}", style="bold red"))
+        return EXIT_FAILED
+    except Exception as error:  # a bug: one line, no traceback (RUNE_DEBUG=1 shows it)
+        if os.environ.get("RUNE_DEBUG"):
+            raise
+        err.print(Text(f"internal error: {type(error).__name__}: {error}", style="bold red"))
         return EXIT_FAILED
 
 

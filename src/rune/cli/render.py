@@ -1,5 +1,9 @@
 """How the loop looks in a plain terminal: streamed text, dimmed thinking, one line per tool
-event with ``step n/N``, coloured diffs, and the approve / reject question."""
+event with ``step n/N``, coloured diffs, and the approve / reject question.
+
+Everything a model wrote (text, thinking, tool names and arguments, errors and warnings that
+quote them) goes through :func:`rune.text.visible` and into a ``rich`` ``Text``, never a markup
+string: an escape sequence is shown as ``\x1b``, and ``[/x]`` as itself."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from rich.text import Text
 
 from rune import events as ev
 from rune.messages import OperatorResponse, PendingApproval, ToolEvent, ToolRequest
+from rune.text import visible
 
 STATUS_MARK = {
     "done": ("✓", "green"),
@@ -25,22 +30,34 @@ MAX_ARGUMENT_CHARS = 60
 
 
 def describe_request(name: str, arguments: object) -> str:
-    """``read_file path='calc.py'``: long values (file contents) are cut short."""
+    """``read_file path='calc.py'``: long values (file contents) are cut short; control and
+    invisible characters are escaped."""
     if not isinstance(arguments, dict):
-        return name
+        return visible(name, keep="")
     parts = []
     for key, value in arguments.items():
-        shown = repr(value)
+        shown = _short_repr(value)
         if len(shown) > MAX_ARGUMENT_CHARS:
             shown = shown[: MAX_ARGUMENT_CHARS - 1] + "…"
-        parts.append(f"{key}={shown}")
-    return " ".join([name, *parts])
+        parts.append(f"{visible(key, keep='')}={visible(shown, keep='')}")
+    return " ".join([visible(name, keep=""), *parts])
+
+
+def _short_repr(value: object) -> str:
+    # Only the head is shown: never build the repr of a megabyte of content (or of an integer
+    # too long for repr) to cut it to 60 characters.
+    if isinstance(value, str) and len(value) > MAX_ARGUMENT_CHARS:
+        value = value[:MAX_ARGUMENT_CHARS]
+    try:
+        return repr(value)
+    except ValueError:
+        return f"<{type(value).__name__}>"
 
 
 def diff_text(preview: str) -> Text:
     """A unified diff coloured line by line the way git does."""
     text = Text()
-    for line in preview.splitlines(keepends=True):
+    for line in visible(preview).splitlines(keepends=True):
         if line.startswith(("+++", "---")):
             style = "bold"
         elif line.startswith("+"):
@@ -68,9 +85,12 @@ def sensitive_note(reason: str) -> str:
 def tool_outcome(event: ToolEvent) -> str:
     """The short tail of a tool line: what it produced or why it did not."""
     if event.ok:
-        lines = (event.output or "").count("\n") + 1 if event.output else 0
-        return f"{lines} line{'s' if lines != 1 else ''} of output"
-    return (event.error or event.status).splitlines()[0]
+        output = event.output or ""
+        warning = next((ln for ln in output.splitlines() if ln.startswith("WARNING:")), None)
+        lines = output.count("\n") + 1 if output else 0
+        outcome = f"{lines} line{'s' if lines != 1 else ''} of output"
+        return outcome if warning is None else f"{outcome}; {visible(warning, keep='')}"
+    return visible((event.error or event.status).splitlines()[0] or event.status, keep="")
 
 
 @dataclass(frozen=True)
@@ -104,13 +124,14 @@ class ConsoleReporter:
                 self.line(self._started(request))
             case ev.ToolFinished(event=tool_event):
                 mark, style = STATUS_MARK.get(tool_event.status, ("·", ""))
-                line = Text(f"  {mark} {tool_event.name} {tool_event.status}: ", style=style)
+                name = visible(tool_event.name, keep="")
+                line = Text(f"  {mark} {name} {tool_event.status}: ", style=style)
                 line.append(tool_outcome(tool_event), style="")
                 self.line(line)
             case ev.FallbackPromptInjected() as injected:
-                self.line(Text(injected.describe(), style="dim"))
+                self.line(Text(visible(injected.describe()), style="dim"))
             case ev.Warning(message=message):
-                self.line(Text(f"warning: {message}", style="yellow"))
+                self.line(Text(f"warning: {visible(message)}", style="yellow"))
             case _:
                 pass
 
@@ -124,27 +145,30 @@ class ConsoleReporter:
         if self.streaming != kind and kind == "thinking":
             self.console.print("thinking: ", style="dim", end="")
         self.streaming = kind
-        self.console.print(Text(text, style=style), end="", soft_wrap=True)
+        self.console.print(Text(visible(text), style=style), end="", soft_wrap=True)
         self.at_line_start = text.endswith("\n")
 
     def line(self, renderable: Text | str) -> None:
+        """One line; a plain string is shown as it is (escaped, never read as markup)."""
         if not self.at_line_start:
             self.console.print()
+        if isinstance(renderable, str):
+            renderable = Text(visible(renderable))
         self.console.print(renderable, soft_wrap=True)
         self.at_line_start = True
         self.streaming = None
 
     def show_approval(self, pending: PendingApproval) -> None:
-        self.line(Text(f"Approval needed: {pending.summary}", style="bold yellow"))
+        self.line(Text(f"Approval needed: {visible(pending.summary)}", style="bold yellow"))
         if pending.sensitive:
-            self.line(Text(sensitive_note(pending.sensitive), style="bold magenta"))
+            self.line(Text(visible(sensitive_note(pending.sensitive)), style="bold magenta"))
         if is_command(pending):
             where = (
                 "runs contained (bubblewrap)"
                 if pending.contained
                 else "runs UNCONTAINED, with your rights"
             )
-            self.line(Text(f"  $ {pending.preview.strip()}", style="bold"))
+            self.line(Text(f"  $ {visible(pending.preview.strip())}", style="bold"))
             self.line(Text(f"  {where}", style="green" if pending.contained else "bold red"))
         else:
             self.console.print(diff_text(pending.preview), end="", soft_wrap=True)
@@ -157,7 +181,8 @@ class ConsoleReporter:
         else:
             self.line(
                 Text(
-                    f"✗ {response.error_kind}: {response.error} ({response.budget_label})",
+                    f"✗ {visible(response.error_kind or '')}: {visible(response.error or '')} "
+                    f"({response.budget_label})",
                     style="bold red",
                 )
             )

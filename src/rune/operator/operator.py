@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rune import events as ev
-from rune.errors import ApprovalError, InvalidPendingState
+from rune.errors import ApprovalError, InvalidPendingState, RuneError
 from rune.local_tool_runtime import MAX_ITERATIONS, LocalToolRuntime, ShapedRequest, pending_view
 from rune.messages import (
     ChatResult,
@@ -321,7 +321,20 @@ class RuneOperator:
         if self._turn_blocks is None:
             self._turn_blocks = tuple(self.context_blocks())
         self.budget.start_turn(self._turn_blocks, self._turn_starts)
-        response = step(self._runtime)
+        try:
+            response = step(self._runtime)
+        except RuneError:
+            raise
+        except Exception as err:
+            # The runtime turns every failure it knows into a response; anything else is a bug,
+            # and still ends the turn as a typed failure, journaled, never a traceback.
+            response = OperatorResponse(
+                success=False,
+                error=f"internal error: {type(err).__name__}: {err}"[:2000],
+                error_kind=type(err).__name__,
+                iteration_budget=self._runtime.max_iterations,
+                messages=tuple(self._history),
+            )
         conversation = None
         if response.messages:
             _, conversation = split_system([thaw(m) for m in response.messages])

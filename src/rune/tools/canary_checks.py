@@ -34,6 +34,9 @@ ALLOWED_WRITE_SITES: frozenset[tuple[str, str]] = frozenset(
         ("rune.pull", "_download"),
         ("rune.pull", "_assemble"),
         ("rune.pull", "_temporary_beside"),
+        # After a contained command: removes a git control file the command created in the
+        # top .git (it did not exist before), through no-follow directory handles.
+        ("rune.tools.containment", "_remove_created"),
         ("rune.canary", "check_approve_from_serialized_state"),
         ("rune.canary", "main"),
     }

@@ -1,12 +1,17 @@
 """run_command: a shell command, always approved first, contained by bubblewrap where it works.
 
-Inside bwrap the whole filesystem is read-only except the policy's write roots, existing
-protected files under them are re-bound read-only, there is no network, a private scratch
-TMPDIR and /proc, and a new PID namespace that dies with Rune. A protected name that does not
-exist yet cannot be masked without creating it on the real disk, so Rune watches the usual
-locations and reports any the command created. Without bwrap the preview says plainly that
-the command runs with the user's full rights. Either way the command runs in the workspace, in
-its own process group, and a timeout kills the whole group.
+Inside bwrap (:mod:`rune.tools.containment` says exactly what it sees) there is no network and
+no UNIX socket to a host service, credential stores and Rune's own files are hidden, the
+environment is scrubbed of secrets, the filesystem is read-only except the workspace and a
+size-capped private TMPDIR, every ``.git`` is read-only except what a commit in the top-level
+repository needs, protected files are re-bound read-only, and a new PID namespace dies with
+Rune. A protected name that does not exist yet cannot be masked without creating it on the
+real disk, so Rune scans the workspace after the command and reports what it created (git
+control files created in the top ``.git`` are removed). Without bwrap the preview says plainly
+that the command runs with the user's full rights, and it runs under a child-subreaper
+supervisor (:mod:`rune.tools.reaper`), so that nothing it starts, ``setsid`` children
+included, outlives it. Either way the command runs in the workspace, in its own process group,
+and a timeout kills it and everything it started.
 """
 
 from __future__ import annotations
@@ -18,22 +23,18 @@ import selectors
 import shutil
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from rune.errors import ToolError, ToolInputError
 from rune.messages import thaw
 from rune.tools.base import Args, BuiltinTool, ToolContext, integer_arg, object_schema, string_arg
+from rune.tools.containment import Plan, after_run, describe, plan_mounts, scrubbed_environment
 from rune.tools.display import escape_hidden, for_display, hidden_note
-from rune.tools.sandbox import (
-    GIT_CONTROL_NAMES,
-    PROTECTED_NAMES,
-    PROTECTED_SEQUENCES,
-    SandboxPolicy,
-    within,
-)
+from rune.tools.seccomp import filter_fd
 from rune.tools.spec import PreparedChange, ToolSpec
 
 DEFAULT_TIMEOUT = 120
@@ -79,7 +80,14 @@ def containment_report() -> tuple[bool, str]:
     if bwrap is None:
         return False, "bubblewrap (bwrap) is not installed"
     problem = sandbox_probe(bwrap)
-    return (False, problem) if problem else (True, f"{bwrap} works")
+    if problem:
+        return False, problem
+    sockets = (
+        "UNIX sockets to host services blocked by seccomp"
+        if seccomp_works(bwrap)
+        else "no seccomp filter here: host socket directories are only hidden"
+    )
+    return True, f"{bwrap} works; {sockets}"
 
 
 def containment(ctx: ToolContext) -> str | None:
@@ -100,8 +108,23 @@ def containment(ctx: ToolContext) -> str | None:
 # Order matters: mounts apply in sequence, and /dev and /proc must come after the root bind,
 # or the host's (nodev) view of /dev covers the fresh one.
 _BASE_MOUNTS = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
-#: the private, writable scratch directory of a contained command (its TMPDIR)
-SCRATCH_DIR = "/var/tmp"
+
+
+@functools.cache
+def seccomp_works(bwrap: str) -> bool:
+    """Whether ``bwrap`` installs Rune's seccomp filter here (it needs a filter for this
+    machine's architecture, and a kernel with seccomp)."""
+    fd = filter_fd()
+    if fd is None:
+        return False
+    probe = [bwrap, *_isolation_flags(), *_BASE_MOUNTS, "--seccomp", str(fd), "--", "true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, timeout=10, check=False, pass_fds=(fd,))
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    finally:
+        os.close(fd)
+    return done.returncode == 0
 
 
 def _isolation_flags() -> list[str]:
@@ -118,75 +141,12 @@ def _isolation_flags() -> list[str]:
     return flags
 
 
-def _protected_candidates(root: Path) -> list[Path]:
-    return [root / n for n in sorted(PROTECTED_NAMES)] + [
-        root.joinpath(*seq) for seq in PROTECTED_SEQUENCES
-    ]
-
-
-def _scan_protected(top: Path, policy: SandboxPolicy) -> list[Path]:
-    """Existing protected paths below ``top``, breadth-first within a small budget."""
-    found: list[Path] = []
-    queue: list[tuple[Path, int]] = [(top, 0)]
-    visited = 0
-    while queue and visited < SCAN_DIRS:
-        here, depth = queue.pop(0)
-        visited += 1
-        try:
-            with os.scandir(here) as scan:
-                entries = list(scan)
-        except OSError:
-            continue
-        for entry in entries:
-            path = Path(entry.path)
-            if entry.name == ".git" and entry.is_dir(follow_symlinks=False):
-                found += [path / name for name in sorted(GIT_CONTROL_NAMES)]
-            elif (
-                policy.protected_hit(path) is not None
-                or policy.credential_hit(path, reading=False) is not None
-            ):
-                found.append(path)
-            elif entry.is_dir(follow_symlinks=False) and depth < SCAN_DEPTH:
-                queue.append((path, depth + 1))
-    return found
-
-
-def protected_binds(policy: SandboxPolicy, workspace: Path) -> tuple[list[Path], list[Path]]:
-    """(existing protected paths to re-bind read-only, missing ones to watch)."""
-    candidates: list[Path] = []
-    for root in policy.write_roots:
-        candidates += _protected_candidates(root)
-    candidates += _protected_candidates(workspace) + list(policy.protected_paths)
-    if within(workspace, policy.write_roots):
-        candidates += _scan_protected(workspace, policy)
-    binds: dict[Path, None] = {}
-    watch: list[Path] = []
-    for path in dict.fromkeys(candidates):
-        if not os.path.lexists(path):
-            watch.append(path)
-            continue
-        real = Path(os.path.realpath(path))
-        if within(real, policy.write_roots):
-            binds[real] = None
-    return list(binds)[:MAX_PROTECTED_BINDS], watch
-
-
-def bwrap_argv(
-    bwrap: str, policy: SandboxPolicy, workspace: Path, read_only: Iterable[Path]
-) -> list[str]:
-    """The bwrap prefix: read-only root, a private scratch TMPDIR, writable roots, protected
-    paths re-bound read-only."""
-    # The real /tmp stays visible and read-only, as the policy says (a tool or a virtualenv
-    # may live there); scratch files go to a private tmpfs that TMPDIR points at.
-    argv = [bwrap, *_isolation_flags(), *_BASE_MOUNTS]
-    argv += ["--tmpfs", SCRATCH_DIR, "--setenv", "TMPDIR", SCRATCH_DIR]
-    # Only the workspace is writable for a command, even when the file tools may write all of
-    # home: a command's writes are not previewed, and a home-wide bind would let it plant git
-    # hooks or rc files in any other project, to run later outside the sandbox.
-    if within(workspace, policy.write_roots) and workspace.is_dir():
-        argv += ["--bind", str(workspace), str(workspace)]
-    for path in read_only:
-        argv += ["--ro-bind", str(path), str(path)]
+def bwrap_argv(bwrap: str, plan: Plan, workspace: Path, seccomp_fd: int | None) -> list[str]:
+    """The bwrap prefix for a command: isolation, base mounts, the plan's mounts, the
+    seccomp filter."""
+    argv = [bwrap, *_isolation_flags(), *_BASE_MOUNTS, *plan.mounts]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
     return [*argv, "--chdir", str(workspace), "--"]
 
 
@@ -223,8 +183,33 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def run_captured(argv: list[str], cwd: Path, timeout: float) -> Outcome:
-    """Run ``argv`` in its own process group; stdout and stderr together, capped."""
+def supervised(argv: list[str], control_fd: int) -> list[str]:
+    """``argv`` under the subreaper supervisor (:mod:`rune.tools.reaper`), which kills every
+    descendant when the command ends or ``control_fd``'s other end closes."""
+    from rune.tools.reaper import SOURCE
+
+    return [sys.executable, "-I", "-c", SOURCE, str(control_fd), str(EXIT_GRACE), *argv]
+
+
+def run_captured(
+    argv: list[str],
+    cwd: Path,
+    timeout: float,
+    *,
+    env: Mapping[str, str] | None = None,
+    supervise: bool = False,
+    pass_fds: tuple[int, ...] = (),
+) -> Outcome:
+    """Run ``argv`` in its own process group; stdout and stderr together, capped.
+
+    ``supervise``: run it under the subreaper supervisor, so that nothing it starts outlives
+    it, ``setsid`` children included (for commands that no PID namespace contains).
+    """
+    control: int | None = None
+    fds = pass_fds
+    if supervise and sys.executable:
+        read_end, control = os.pipe()
+        argv, fds = supervised(argv, read_end), (*pass_fds, read_end)
     try:
         proc = subprocess.Popen(
             argv,
@@ -233,28 +218,45 @@ def run_captured(argv: list[str], cwd: Path, timeout: float) -> Outcome:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env=None if env is None else dict(env),
+            pass_fds=fds,
         )
     except OSError as err:
+        if control is not None:
+            os.close(control)
         raise ToolError(f"cannot start the command: {err.strerror or err}.") from None
+    finally:
+        if control is not None:
+            os.close(fds[-1])
     assert proc.stdout is not None
     output = _CappedOutput()
     deadline = time.monotonic() + timeout
     timed_out = False
-    with proc.stdout, selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        fd = proc.stdout.fileno()
-        while True:
-            now = time.monotonic()
-            if proc.poll() is not None:
-                deadline = min(deadline, now + EXIT_GRACE)
-            if now >= deadline:
-                timed_out = proc.returncode is None
-                break
-            if selector.select(timeout=min(deadline - now, 0.2)):
-                chunk = os.read(fd, 65536)
-                if not chunk:
+    try:
+        with proc.stdout, selectors.DefaultSelector() as selector:
+            selector.register(proc.stdout, selectors.EVENT_READ)
+            fd = proc.stdout.fileno()
+            while True:
+                now = time.monotonic()
+                if proc.poll() is not None:
+                    deadline = min(deadline, now + EXIT_GRACE)
+                if now >= deadline:
+                    timed_out = proc.returncode is None
                     break
-                output.add(chunk)
+                if selector.select(timeout=min(deadline - now, 0.2)):
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        break
+                    output.add(chunk)
+            if control is not None:
+                # The supervisor kills the command's whole tree and exits.
+                os.close(control)
+                control = None
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=5)
+    finally:
+        if control is not None:
+            os.close(control)
         # Whatever is left of the group (background jobs, a timed-out command) goes now.
         _kill_group(proc.pid)
         proc.wait()
@@ -273,7 +275,7 @@ def format_outcome(outcome: Outcome, timeout: float) -> str:
     parts.append(outcome.tail.decode("utf-8", "replace"))
     text, hidden = escape_hidden("".join(parts).rstrip("\n"))
     if outcome.timed_out:
-        status = f"[timed out after {timeout:g} s; the whole process group was killed]"
+        status = f"[timed out after {timeout:g} s; it and everything it started were killed]"
     else:
         status = f"[exit code {outcome.exit_code}]"
     return "\n".join(p for p in (text or "(no output)", hidden_note(hidden), status) if p)
@@ -302,11 +304,7 @@ def _preview(ctx: ToolContext, command: str, timeout: int, bwrap: str | None) ->
         lines.append(hidden_note(hidden))
     lines.append(f"in {for_display(str(ctx.workspace))}, timeout {timeout} s")
     if bwrap is not None:
-        lines.append(
-            "Contained (bubblewrap): no network; writes only inside the workspace and a "
-            "private TMPDIR; protected files near the top of the workspace (git hooks and "
-            "config, rc files, IDE and agent config) are read-only."
-        )
+        lines.append(describe(seccomp_works(bwrap)))
     else:
         lines.append(
             "NOT contained: bubblewrap is not available, so this command runs with your full "
@@ -334,10 +332,11 @@ def prepare_command(ctx: ToolContext, args: Args) -> PreparedChange:
     )
 
 
-def run_approved(ctx: ToolContext, change: PreparedChange) -> tuple[Outcome, list[Path]]:
+def run_approved(ctx: ToolContext, change: PreparedChange) -> tuple[Outcome, list[str]]:
     """Run an approved command exactly as prepared (contained when it said so).
 
-    Returns its outcome and the protected paths it created that did not exist before.
+    Returns its outcome and the warnings about what it did that containment cannot stop
+    (protected paths it created).
     """
     fresh = prepare_command(ctx, change.arguments)
     if thaw(fresh.fingerprint) != thaw(change.fingerprint):
@@ -348,24 +347,29 @@ def run_approved(ctx: ToolContext, change: PreparedChange) -> tuple[Outcome, lis
     command, timeout = str(fresh.fingerprint["command"]), int(fresh.fingerprint["timeout"])
     bwrap = containment(ctx)  # its probe is cached; prepare_command just asked it
     argv = [_shell(), "-c", command]
-    watch: list[Path] = []
-    if bwrap is not None:
-        read_only, watch = protected_binds(ctx.policy, ctx.workspace)
-        argv = [*bwrap_argv(bwrap, ctx.policy, ctx.workspace, read_only), *argv]
-    outcome = run_captured(argv, ctx.workspace, timeout)
-    return outcome, [p for p in watch if os.path.lexists(p)]
+    if bwrap is None:
+        outcome = run_captured(argv, ctx.workspace, timeout, supervise=True)
+        return outcome, []
+    plan = plan_mounts(ctx.policy, ctx.workspace)
+    seccomp_fd = filter_fd() if seccomp_works(bwrap) else None
+    try:
+        outcome = run_captured(
+            [*bwrap_argv(bwrap, plan, ctx.workspace, seccomp_fd), *argv],
+            ctx.workspace,
+            timeout,
+            env=scrubbed_environment(os.environ),
+            pass_fds=() if seccomp_fd is None else (seccomp_fd,),
+        )
+    finally:
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
+    return outcome, after_run(plan, ctx.policy, ctx.workspace)
 
 
 def apply_command(ctx: ToolContext, change: PreparedChange) -> str:
-    outcome, created = run_approved(ctx, change)
+    outcome, warnings = run_approved(ctx, change)
     report = format_outcome(outcome, int(change.fingerprint["timeout"]))
-    if created:
-        names = ", ".join(for_display(str(p), keep="") for p in created)
-        report += (
-            f"\nWARNING: the command created protected path(s) {names}. The sandbox cannot "
-            "stop a command creating a protected file that did not exist; review them."
-        )
-    return report
+    return "\n".join([report, *(for_display(w, keep="") for w in warnings)])
 
 
 RUN_COMMAND = BuiltinTool(

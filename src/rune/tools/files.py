@@ -1,6 +1,10 @@
 """File tools: read_file and list_dir (read-only); write_file, edit_file and replace_function
 (prepared changes).
 
+The file-changing tools take text: content with a NUL or another control byte that no text
+file holds is refused before anything is shown (:func:`check_text`), so a preview never has
+to summarise content it cannot show.
+
 A mutating file tool is a *plan* function: it validates the path through the write choke point
 and computes the whole new content, touching nothing. ``prepare`` shows the plan as a diff;
 ``apply`` plans again, refuses unless the fresh plan has the approved fingerprint, and writes
@@ -11,6 +15,7 @@ and the result of a write shows the model the lines as they now are.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,6 +130,33 @@ def current_content(ctx: ToolContext, raw_path: str) -> tuple[Path, bytes | None
     return path, fs.read_existing(path, ctx.policy.write_roots, MAX_EDIT_BYTES)
 
 
+#: the control characters a text file may not hold: every C0 byte (NUL first) except tab,
+#: newline, vertical tab, form feed, carriage return and escape (ANSI colours in a script)
+BINARY_CONTROLS = re.compile("[\x00-\x08\x0e-\x1a\x1c-\x1f]")
+
+
+def check_text(tool: str, argument: str, text: str) -> None:
+    """Refuse ``text`` for a text tool when it holds a byte a text file does not."""
+    found = BINARY_CONTROLS.search(text)
+    if found is None:
+        return
+    ch = found.group()
+    name = "NUL" if ch == "\0" else f"the control character \\x{ord(ch):02x}"
+    raise ToolInputError(
+        f"{argument} contains {name} at character {found.start() + 1}: {tool} writes text "
+        "only, and binary content cannot be shown for approval. Send text (escape it the way "
+        "the file's language does), or create binary files with run_command."
+    )
+
+
+def check_not_binary(path: Path, data: bytes, tool: str) -> None:
+    if is_binary(data):
+        raise ToolError(
+            f"{for_display(str(path), keep='')} is a binary file (it holds NUL bytes); {tool} "
+            "edits text files only."
+        )
+
+
 def decode_text(path: Path, data: bytes) -> str:
     try:
         return data.decode("utf-8")
@@ -135,6 +167,7 @@ def decode_text(path: Path, data: bytes) -> str:
 
 
 def plan_write(ctx: ToolContext, args: Args) -> FilePlan:
+    check_text("write_file", "content", str(args["content"]))
     path, before = current_content(ctx, args["path"])
     after = str(args["content"]).encode("utf-8", "surrogateescape")
     python_code.check_change(path, before, after, whole_file=True)
@@ -145,9 +178,11 @@ def plan_edit(ctx: ToolContext, args: Args) -> FilePlan:
     old_text, new_text = str(args["old_text"]), str(args["new_text"])
     if not old_text:
         raise ToolInputError("old_text is empty; give the exact text to replace.")
+    check_text("edit_file", "new_text", new_text)
     path, before = current_content(ctx, args["path"])
     if before is None:
         raise ToolError(f"{for_display(str(path))} does not exist; create it with write_file.")
+    check_not_binary(path, before, "edit_file")
     text = decode_text(path, before)
     count = text.count(old_text)
     if count != 1:
@@ -174,6 +209,8 @@ def plan_replace_function(ctx: ToolContext, args: Args) -> FilePlan:
         )
     if before is None:
         raise ToolError(f"{shown} does not exist; create it with write_file.")
+    check_text("replace_function", "code", str(args["code"]))
+    check_not_binary(path, before, "replace_function")
     source = decode_text(path, before)
     after = python_code.replace_definition(path, source, str(args["name"]), str(args["code"]))
     python_code.check_change(path, before, after.encode("utf-8"), whole_file=False)

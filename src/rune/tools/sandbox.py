@@ -37,12 +37,6 @@ PROTECTED_FILE_NAMES = PROTECTED_NAMES
 PROTECTED_SEQUENCES: tuple[tuple[str, ...], ...] = tuple(
     tuple(seq.split("/")) for names in _NEVER_WRITTEN for seq in names.sequences
 )
-# Inside a git directory (submodules' .git/modules/<name>/ included), what a contained command
-# must not change: these run or redirect git. (The file tools never write inside .git at all.)
-GIT_CONTROL_NAMES: frozenset[str] = frozenset(
-    {"hooks", "config", "info", "commondir", "objects/info"}
-)
-
 # Control, format (bidi overrides, zero-width), line/paragraph separators and lone surrogates:
 # characters that make a path display differently from what the kernel sees.
 _FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})

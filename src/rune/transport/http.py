@@ -8,10 +8,11 @@ the same way.
 
 from __future__ import annotations
 
+import codecs
 import ipaddress
 import json
 import ssl
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any, Self
 
@@ -26,6 +27,7 @@ from rune.errors import (
     TransportError,
     TransportTimeout,
 )
+from rune.limits import MAX_STREAM_BYTES
 from rune.transport.base import Capabilities
 
 #: how much of a server's error body goes into a message shown to the user
@@ -69,6 +71,42 @@ class HttpTransport:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def capped_lines(
+    response: httpx.Response, *, server: str, limit: int | None = None
+) -> Iterator[str]:
+    """The lines of a streamed answer, like ``iter_lines`` (a trailing ``\r`` dropped), but
+    never more than ``limit`` bytes (:data:`rune.limits.MAX_STREAM_BYTES`) of it: a server that
+    streams without end, or one endless line, is a ProtocolError, not all of memory."""
+    limit = MAX_STREAM_BYTES if limit is None else limit
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    total = 0
+    partial: list[str] = []
+    for data in response.iter_bytes():
+        total += len(data)
+        if total > limit:
+            raise ProtocolError(
+                f"{server}'s answer is over {limit // (1024 * 1024)} MiB; Rune stopped reading it"
+            )
+        text = decoder.decode(data)
+        if "\n" not in text:
+            partial.append(text)
+            continue
+        lines = text.split("\n")
+        partial.append(lines[0])
+        lines[0] = "".join(partial)
+        partial = [lines.pop()]
+        for line in lines:
+            yield line.removesuffix("\r")
+    rest = "".join(partial) + decoder.decode(b"", final=True)
+    if rest:
+        yield rest.removesuffix("\r")
+
+
+def capped_body(response: httpx.Response, *, server: str, limit: int | None = None) -> str:
+    """A whole (non-streamed) answer as text, refusing more than ``limit`` bytes."""
+    return "\n".join(capped_lines(response, server=server, limit=limit))
 
 
 def positive_int(value: Any) -> int | None:

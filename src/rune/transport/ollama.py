@@ -36,10 +36,12 @@ import httpx
 
 from rune.errors import ConfigError, ProtocolError, ServerError, ToolsUnsupported
 from rune.events import TextDelta, ThinkingDelta
+from rune.limits import ReplyMeter
 from rune.messages import ChatResult, Message, ToolSource, Usage, thaw
 from rune.transport.base import Capabilities, DeltaSink
 from rune.transport.http import (
     HttpTransport,
+    capped_lines,
     decode_object,
     error_message_of,
     make_client,
@@ -270,7 +272,7 @@ class OllamaChatTransport(HttpTransport):
                     # The server knows better than /api/show: use the fallback from now on.
                     self._forget_tools(model)
                     raise
-                turn = _accumulate(_ndjson(response.iter_lines()), on_delta)
+                turn = _accumulate(_ndjson(capped_lines(response, server=SERVER)), on_delta)
         except httpx.HTTPError as err:
             raise translate_error(err, server=SERVER, unreachable_hint=UNREACHABLE_HINT) from None
         estimate = estimate_prompt_tokens(body["messages"], body.get("tools"))
@@ -404,16 +406,19 @@ class _Turn:
 
 def _accumulate(chunks: Iterator[dict[str, Any]], on_delta: DeltaSink | None) -> _Turn:
     turn = _Turn()
+    meter = ReplyMeter("Ollama's reply")
     for chunk in chunks:
         message = chunk.get("message") or {}
         if not isinstance(message, Mapping):
             raise ProtocolError(f"Ollama sent a chunk whose message is not an object: {chunk!r}")
         thinking, content = message.get("thinking"), message.get("content")
         if thinking:
+            meter.add(str(thinking))
             turn.thinking.append(str(thinking))
             if on_delta is not None:
                 on_delta(ThinkingDelta(str(thinking)))
         if content:
+            meter.add(str(content))
             turn.content.append(str(content))
             if on_delta is not None:
                 on_delta(TextDelta(str(content)))

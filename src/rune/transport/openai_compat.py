@@ -22,6 +22,8 @@ from rune.messages import ChatResult, ToolSource, thaw
 from rune.transport.base import Capabilities, DeltaSink
 from rune.transport.http import (
     HttpTransport,
+    capped_body,
+    capped_lines,
     make_client,
     positive_int,
     raise_for_status,
@@ -165,11 +167,11 @@ class OpenAICompatTransport(HttpTransport):
         with self._translated(), request as response:
             self._check_chat_status(response, model, tools_sent=bool(tools))
             if "text/event-stream" in response.headers.get("content-type", ""):
-                for payload in sse_data(response.iter_lines()):
+                for payload in sse_data(capped_lines(response, server=SERVER)):
                     assembly.feed_chunk(decode_json(payload, "stream event"))
             else:
-                response.read()
-                assembly.feed_body(decode_json(response.text, "response"))
+                body_text = capped_body(response, server=SERVER)
+                assembly.feed_body(decode_json(body_text, "response"))
         return assembly.result(max_tokens=body.get("max_tokens"))
 
     def _request_body(

@@ -14,6 +14,7 @@ from typing import Any
 
 from rune.errors import ProtocolError, ServerError
 from rune.events import TextDelta, ThinkingDelta
+from rune.limits import ReplyMeter
 from rune.messages import ChatResult, Usage
 from rune.transport.base import DeltaSink
 from rune.transport.http import decode_object, error_message_of
@@ -134,6 +135,7 @@ class TurnAssembly:
     finish_reason: str | None = None
     usage: Mapping[str, Any] = field(default_factory=dict)
     timings: Mapping[str, Any] = field(default_factory=dict)
+    meter: ReplyMeter = field(default_factory=lambda: ReplyMeter(f"the {SERVER}'s reply"))
 
     def feed_chunk(self, chunk: Mapping[str, Any]) -> None:
         self._check_error(chunk)
@@ -197,11 +199,13 @@ class TurnAssembly:
         # vLLM and OpenRouter name it "reasoning"; llama-server and DeepSeek "reasoning_content".
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         if isinstance(reasoning, str) and reasoning:
+            self.meter.add(reasoning)
             self.thinking.append(reasoning)
             if self.on_delta is not None:
                 self.on_delta(ThinkingDelta(reasoning))
         content = delta.get("content")
         if isinstance(content, str) and content:
+            self.meter.add(content)
             self.content.append(content)
             if self.on_delta is not None:
                 self.on_delta(TextDelta(content))
@@ -224,6 +228,7 @@ class TurnAssembly:
             parts.name = str(function["name"])
         arguments = function.get("arguments")
         if isinstance(arguments, str):
+            self.meter.add(arguments)
             parts.arguments += arguments
         elif isinstance(arguments, Mapping):
             parts.whole = arguments
@@ -250,7 +255,7 @@ def _ollama_call(parts: _CallParts) -> dict[str, Any]:
         text = parts.arguments
         try:
             decoded = json.loads(text) if text.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):
             decoded = None
         # Undecodable text is kept as is: the runtime reports it to the model verbatim.
         arguments = decoded if isinstance(decoded, dict) else text

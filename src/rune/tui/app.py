@@ -23,6 +23,7 @@ from rune.app import Rune, auto_approves
 from rune.cli.render import Decision
 from rune.errors import RuneError
 from rune.messages import OperatorResponse, PendingApproval
+from rune.text import visible
 from rune.tui.approval import ApprovalScreen
 from rune.tui.widgets import StreamedText, Thinking, ToolLine
 
@@ -113,9 +114,9 @@ class RuneApp(App[int]):
         for message in history:
             content = str(message.get("content") or "").strip()
             if message.get("role") == "user" and content:
-                self._mount(Static(f"> {content}", markup=False, classes="user"))
+                self._mount(Static(f"> {visible(content)}", markup=False, classes="user"))
             elif message.get("role") == "assistant" and content:
-                self._mount(Static(content, markup=False, classes="assistant"))
+                self._mount(Static(visible(content), markup=False, classes="assistant"))
         if history:
             self._note("(earlier in this session)")
 
@@ -127,7 +128,7 @@ class RuneApp(App[int]):
         transcript.scroll_end(animate=False)
 
     def _note(self, text: str, classes: str = "note") -> None:
-        self._mount(Static(text, markup=False, classes=classes))
+        self._mount(Static(visible(text), markup=False, classes=classes))
 
     def on_loop_event_message(self, message: LoopEventMessage) -> None:
         match message.event:
@@ -170,7 +171,7 @@ class RuneApp(App[int]):
         self._start(text)
 
     def _start(self, text: str) -> None:
-        self._mount(Static(f"> {text}", markup=False, classes="user"))
+        self._mount(Static(f"> {visible(text)}", markup=False, classes="user"))
         self._call(lambda: self.rune.operator.send(text))
 
     def _call(self, operation: Operation) -> None:

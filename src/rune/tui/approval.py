@@ -10,6 +10,7 @@ from textual.widgets import Footer, Input, Label, Static
 
 from rune.cli.render import Decision, diff_text, is_command, sensitive_note
 from rune.messages import PendingApproval
+from rune.text import visible
 
 
 class ApprovalScreen(ModalScreen[Decision | None]):
@@ -29,13 +30,13 @@ class ApprovalScreen(ModalScreen[Decision | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="approval"):
             yield Label(f"Approval needed · {self.step}", id="approval-title")
-            yield Label(self.pending.summary, id="approval-summary")
+            yield Label(visible(self.pending.summary), id="approval-summary", markup=False)
             if self.pending.sensitive:
                 note = sensitive_note(self.pending.sensitive).strip()
-                yield Label(note, classes="bad", markup=False)
+                yield Label(visible(note), classes="bad", markup=False)
             with VerticalScroll(id="approval-preview"):
                 if is_command(self.pending):
-                    yield Static(f"$ {self.pending.preview.strip()}", markup=False)
+                    yield Static(f"$ {visible(self.pending.preview.strip())}", markup=False)
                     where = (
                         "runs contained (bubblewrap)"
                         if self.pending.contained

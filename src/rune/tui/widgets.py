@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual.content import Content
 from textual.widgets import Collapsible, Static
 
 from rune.cli.render import describe_request, diff_text, tool_outcome
 from rune.messages import ToolEvent, ToolRequest
+from rune.text import visible
 
 STATUS_LABEL = {
     "running": "⋯ running",
@@ -19,14 +21,14 @@ STATUS_LABEL = {
 
 
 class StreamedText(Static):
-    """Text that grows as deltas arrive."""
+    """Text that grows as deltas arrive (a model's: escaped, never interpreted)."""
 
     def __init__(self, text: str = "", *, classes: str | None = None) -> None:
-        super().__init__(text, markup=False, classes=classes)
-        self.text = text
+        super().__init__(visible(text), markup=False, classes=classes)
+        self.text = visible(text)
 
     def append(self, delta: str) -> None:
-        self.text += delta
+        self.text += visible(delta)
         self.update(self.text)
 
 
@@ -45,12 +47,15 @@ class ToolLine(Collapsible):
     """One tool call: its status in the title, its output (or error) inside, on demand."""
 
     def __init__(self, request: ToolRequest, step: str) -> None:
-        self.name_and_step = f"{request.name} [{step}]"
+        self.name_and_step = f"{visible(request.name, keep='')} [{step}]"
         self.arguments = describe_request("", dict(request.arguments)).strip()
         self.outcome = ""
         self.status = "running"
         self.output = Static("", markup=False, classes="tool-output")
-        super().__init__(self.output, title=self._heading(), collapsed=True, classes="tool running")
+        # Content, not a string: a Collapsible reads a string title as markup.
+        super().__init__(
+            self.output, title=Content(self._heading()), collapsed=True, classes="tool running"
+        )
 
     def _heading(self) -> str:
         # Status and outcome first: a long argument (file content) may be cut at the edge.
@@ -63,11 +68,11 @@ class ToolLine(Collapsible):
         self.status = event.status
         self.add_class(event.status)
         self.outcome = tool_outcome(event)
-        self.title = self._heading()
+        self.title = Content(self._heading())
         if event.preview and event.status in ("done", "rejected", "pending_approval"):
             body = diff_text(event.preview)
             if event.output:
-                body.append("\n" + event.output)
+                body.append("\n" + visible(event.output))
             self.output.update(body)
         else:
-            self.output.update(Text(event.output or event.error or ""))
+            self.output.update(Text(visible(event.output or event.error or "")))
