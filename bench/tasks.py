@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from rune import events as ev
 from rune.app import BackendChoice, auto_approves, build_operator
@@ -42,6 +43,20 @@ CHECK_TIMEOUT_S = 20
 APPROVAL_ROUNDS = 8
 
 
+class FreshStart(OpenAICompatTransport):
+    """The suite's shared server, made to answer each task's first call as a server started
+    for that task would (as `rune run` starts one): with no prompt cache from the task before,
+    whose reuse changes the numerics enough to flip greedy decoding now and then."""
+
+    fresh = True
+
+    def chat(self, model: str, messages: Any, **kwargs: Any) -> Any:
+        if self.fresh:
+            self.fresh = False
+            kwargs["options"] = {**(kwargs.get("options") or {}), "cache_prompt": False}
+        return super().chat(model, messages, **kwargs)
+
+
 @dataclass
 class Outcome:
     task: str
@@ -50,6 +65,7 @@ class Outcome:
     seconds: float
     ended: str
     tools: list[str]
+    replies: list[str]
 
 
 def check(task: Path, workspace: Path) -> bool:
@@ -69,7 +85,7 @@ def check(task: Path, workspace: Path) -> bool:
     return done.returncode == 0
 
 
-def run_task(task: Path, args: argparse.Namespace, transport: OpenAICompatTransport, model: str,
+def run_task(task: Path, args: argparse.Namespace, transport: FreshStart, model: str,
              choice: BackendChoice) -> Outcome:  # fmt: skip
     with tempfile.TemporaryDirectory(prefix=f"rune-task-{task.name}-") as scratch:
         workspace = Path(scratch) / "project"
@@ -86,6 +102,7 @@ def run_task(task: Path, args: argparse.Namespace, transport: OpenAICompatTransp
                 detail = f" ({(done.error or '')[:160]})" if args.verbose and done.error else ""
                 tools.append(f"{done.name}:{done.status}{detail}")
 
+        transport.fresh = True
         operator = build_operator(settings, choice, transport, model, on_event=note)
         request = (task / "task.md").read_text(encoding="utf-8").strip()
         started = time.perf_counter()
@@ -99,9 +116,9 @@ def run_task(task: Path, args: argparse.Namespace, transport: OpenAICompatTransp
                 response = operator.reject("the user does not approve this in the benchmark")
         seconds = time.perf_counter() - started
         ended = "answered" if response.success else (response.error_kind or "paused")
-        return Outcome(
-            task.name, check(task, workspace), response.iterations_used, seconds, ended, tools
-        )
+        replies = [str(m.get("content")) for m in response.messages if m.get("role") == "assistant"]
+        fixed = check(task, workspace)
+        return Outcome(task.name, fixed, response.iterations_used, seconds, ended, tools, replies)
 
 
 @contextlib.contextmanager
@@ -144,7 +161,7 @@ def main() -> None:
     if not tasks:
         sys.exit(f"no task matches {args.tasks!r} in {TASKS}")
     outcomes: list[Outcome] = []
-    with server_for(args) as (url, model, choice), OpenAICompatTransport(url) as transport:
+    with server_for(args) as (url, model, choice), FreshStart(url) as transport:
         protocol = args.protocol or "auto"
         print(f"{len(tasks)} tasks x {args.runs} run(s), model {model}, protocol {protocol}")
         for run in range(1, args.runs + 1):

@@ -80,7 +80,7 @@ def constrained_prompt(specs: Sequence[Any]) -> str:
     """The system block that tells the model the reply format and the tools, compactly."""
     lines = [
         "Reply with exactly one JSON object per turn:",
-        '{"thought": "<what is wrong and how to fix it, one or two sentences>", '
+        '{"thought": "<the code that is wrong, and what it must be instead>", '
         '"tool": "<tool name>", "arguments": {...}} to use a tool, or',
         '{"thought": "...", "answer": "<what you did, for the user>"} when the task is done.',
         "Tools:",

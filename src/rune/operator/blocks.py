@@ -61,10 +61,17 @@ def system_block(prompt: str | None) -> ContextBlock:
     return ContextBlock("system", text.strip(), SYSTEM_BUCKET, evictable=False)
 
 
-def tools_block(specs: Sequence[ToolSpec]) -> ContextBlock:
-    """The tools by name and one-line description, then the guidance a tool model needs."""
+def tools_block(specs: Sequence[ToolSpec], *, described_below: bool = False) -> ContextBlock:
+    """The tools by name and one-line description, then the guidance a tool model needs.
+
+    ``described_below``: the protocol's own prompt follows with every tool's arguments and
+    description (the constrained protocol), so the names alone are listed here: a small model
+    reads about 80 prompt tokens a second, and the same list twice costs it seconds.
+    """
     lines = ["Tools you can call:"]
-    for spec in specs:
+    if described_below:
+        lines[0] += f" {', '.join(spec.name for spec in specs)} (described below)."
+    for spec in () if described_below else specs:
         first_line = spec.description.strip().splitlines()[0] if spec.description.strip() else ""
         lines.append(f"- {spec.name}: {first_line}" if first_line else f"- {spec.name}")
     lines.append(TOOL_GUIDANCE)

@@ -89,6 +89,7 @@ class RuneOperator:
         self.transport = transport
         self.executor = executor
         self.model = model
+        self.protocol = protocol
         self.system_prompt = system_prompt
         self.on_event: ev.EventSink = on_event or ev.ignore
         self.budget = ContextBudget(
@@ -153,7 +154,7 @@ class RuneOperator:
         return system_block(self.system_prompt)
 
     def _contributor_tools(self) -> ContextBlock:
-        return tools_block(self.executor.specs())
+        return tools_block(self.executor.specs(), described_below=self.protocol == "constrained")
 
     def _sandbox(self) -> tuple[Path, SandboxPolicy] | None:
         workspace = getattr(self.executor, "workspace", None)

@@ -349,8 +349,9 @@ WRITE_FILE = file_change_tool(
 REPLACE_FUNCTION = file_change_tool(
     ToolSpec(
         "replace_function",
-        "Replace a whole function or class in a Python file with new code; when the file has "
-        "none of that name, the code is added at its end. Needs the user's approval.",
+        "Write one whole function or class into a Python file: it replaces the definition of "
+        "that name, or is added at the end of the file when there is none. Needs the user's "
+        "approval.",
         object_schema(
             {
                 "path": PATH_ARG,
