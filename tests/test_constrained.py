@@ -20,7 +20,6 @@ from fakes.ollama_server import FakeModel, FakeOllama
 from fakes.ollama_server import text_reply as ollama_text
 from rune import events as ev
 from rune.constrained import (
-    THOUGHT_MAX_CHARS,
     TurnStream,
     constrained_prompt,
     parse_turn,
@@ -42,12 +41,12 @@ def turn(**fields: Any) -> dict[str, Any]:
     return {"content": json.dumps(fields)}
 
 
-def call(tool: str, thought: str = "t", **arguments: Any) -> dict[str, Any]:
-    return turn(thought=thought, tool=tool, arguments=arguments)
+def call(tool: str, **arguments: Any) -> dict[str, Any]:
+    return turn(tool=tool, arguments=arguments)
 
 
-def answer(text: str, thought: str = "done") -> dict[str, Any]:
-    return turn(thought=thought, answer=text)
+def answer(text: str) -> dict[str, Any]:
+    return turn(answer=text)
 
 
 @pytest.fixture
@@ -83,14 +82,13 @@ def test_schema_has_one_form_per_tool_and_an_answer(project: Path) -> None:
     forms = schema["anyOf"]
     assert len(forms) == len(specs) + 1
     for spec, form in zip(specs, forms, strict=False):
-        assert form["required"] == ["thought", "tool", "arguments"]
+        assert form["required"] == ["tool", "arguments"]
         assert form["properties"]["tool"] == {"type": "string", "enum": [spec.name]}
         arguments = form["properties"]["arguments"]
         assert arguments["additionalProperties"] is False
         assert set(arguments["properties"]) == set(spec.parameters["properties"])
         assert arguments["required"] == list(spec.parameters["required"])
-        assert form["properties"]["thought"]["maxLength"] == THOUGHT_MAX_CHARS
-    assert forms[-1]["required"] == ["thought", "answer"]
+    assert forms[-1]["required"] == ["answer"]
     assert all(form["additionalProperties"] is False for form in forms)
 
 
@@ -116,15 +114,16 @@ def test_prompt_lists_every_tool_with_its_arguments_and_a_worked_example(project
     ("content", "expected"),
     [
         (
-            '{"thought": "x", "tool": "read_file", "arguments": {"path": "a.py"}}',
+            '{"tool": "read_file", "arguments": {"path": "a.py"}}',
             ("call", "read_file", {"path": "a.py"}),
         ),
-        ('  {"thought": "x", "answer": "All fixed."}\n', ("answer", "All fixed.")),
-        ('{"thought": "x", "tool": "rm_rf", "arguments": {}}', ("error", "unknown tool 'rm_rf'")),
-        ('{"thought": "x", "tool": "read_file", "arguments": [1]}', ("error", "JSON object")),
-        ('{"thought": "x", "tool": "read_file", "argu', ("error", "was cut off")),
-        ('{"thought": "x"} trailing', ("error", "not valid JSON")),
-        ('{"thought": "x"}', ("error", 'neither "tool" nor "answer"')),
+        ('  {"answer": "All fixed."}\n', ("answer", "All fixed.")),
+        ('{"tool": "rm_rf", "arguments": {}}', ("error", "unknown tool 'rm_rf'")),
+        ('{"tool": "read_file", "arguments": [1]}', ("error", "JSON object")),
+        ('{"tool": "read_file", "argu', ("error", "was cut off")),
+        ('{"tool": "read_file", "arguments": {"path": "a', ("error", "was cut off")),
+        ('{"answer": "x"} trailing', ("error", "not valid JSON")),
+        ('{"note": "x"}', ("error", 'neither "tool" nor "answer"')),
         ("[1, 2]", ("answer", "[1, 2]")),
         ("The bug is fixed now.", ("answer", "The bug is fixed now.")),
         (
@@ -149,16 +148,14 @@ def test_parse_turn(content: str, expected: tuple[Any, ...]) -> None:
         assert parsed.error is not None and expected[1] in parsed.error
 
 
-def test_stream_shows_the_thought_as_thinking_and_the_answer_as_text() -> None:
+def test_stream_shows_the_answer_as_it_arrives() -> None:
     seen: list[Any] = []
     stream = TurnStream(seen.append)
-    text = json.dumps({"thought": 'add() says "a - b"\nfix it', "answer": "Fixed: a + b \u00e9"})
+    text = json.dumps({"answer": 'Fixed: add() said "a - b"\n\u00e9 \\ done'})
     for i in range(0, len(text), 3):
         stream(ev.TextDelta(text[i : i + 3]))
-    thinking = "".join(d.text for d in seen if isinstance(d, ev.ThinkingDelta))
-    answer_text = "".join(d.text for d in seen if isinstance(d, ev.TextDelta))
-    assert thinking == 'add() says "a - b"\nfix it'
-    assert answer_text == "Fixed: a + b \u00e9"
+    assert all(isinstance(d, ev.TextDelta) for d in seen)
+    assert "".join(d.text for d in seen) == 'Fixed: add() said "a - b"\n\u00e9 \\ done'
 
 
 def test_stream_never_shows_a_calls_arguments_even_when_they_spell_an_answer() -> None:
@@ -166,15 +163,13 @@ def test_stream_never_shows_a_calls_arguments_even_when_they_spell_an_answer() -
     stream = TurnStream(seen.append)
     text = json.dumps(
         {
-            "thought": "write it",
             "tool": "write_file",
-            "arguments": {"path": "x.json", "content": '{"thought": "a", "answer": "b"}'},
+            "arguments": {"path": "x.json", "content": '{"answer": "b"}'},
         }
     )
     for char in text:
         stream(ev.TextDelta(char))
-    assert not [d for d in seen if isinstance(d, ev.TextDelta)]
-    assert "".join(d.text for d in seen) == "write it"
+    assert seen == []
 
 
 # --- the loop -----------------------------------------------------------------------------------
@@ -218,7 +213,7 @@ from rune.local_tool_runtime import LocalToolRuntime
 from rune.tool_executor import SandboxPolicy, ToolExecutor
 from rune.transport.scripted import ScriptedTransport
 ws = {str(project)!r}
-turn = {{"content": json.dumps({{"thought": "ok", "answer": "fixed"}})}}
+turn = {{"content": json.dumps({{"answer": "fixed"}})}}
 rt = LocalToolRuntime(ScriptedTransport([turn]), ToolExecutor(SandboxPolicy.workspace_only(ws),
     ws, contain_commands=False), model="m", protocol="constrained")
 resp = rt.approve(json.loads(sys.stdin.read()))
@@ -236,7 +231,7 @@ print(json.dumps([resp.success, resp.text, resp.protocol, resp.iterations_used])
 
 
 def test_an_unusable_reply_is_fed_back_and_two_in_a_row_trip_the_breaker(project: Path) -> None:
-    cut = {"content": '{"thought": "x", "tool": "read_file", "arguments": {"pa'}
+    cut = {"content": '{"tool": "read_file", "arguments": {"pa'}
     loop = Loop(project, [cut, cut])
     resp = loop.runtime.run(TASK)
     assert not resp.success and resp.error_kind == "CircuitBreaker"
@@ -278,7 +273,7 @@ def openai_server() -> Iterator[FakeOpenAIServer]:
 def test_openai_transport_sends_response_format_json_schema(
     openai_server: FakeOpenAIServer, project: Path
 ) -> None:
-    openai_server.script(text_reply('{"thought": "x", ', '"answer": "ok"}'))
+    openai_server.script(text_reply('{"answ', 'er": "ok"}'))
     transport = OpenAICompatTransport(openai_server.base_url, read_timeout=5)
     rt = LocalToolRuntime(transport, executor(project), model="m", protocol="constrained")
     resp = rt.run(TASK)
@@ -297,7 +292,7 @@ def test_openai_transport_sends_response_format_json_schema(
 
 def test_ollama_transport_sends_the_schema_as_format(project: Path) -> None:
     with FakeOllama([FakeModel("small:latest", ("completion",))]) as ollama:
-        ollama.script(ollama_text('{"thought": "x", "answer": "ok"}'))
+        ollama.script(ollama_text('{"answer": "ok"}'))
         transport = OllamaChatTransport(ollama.url, read_timeout=5)
         rt = LocalToolRuntime(transport, executor(project), model="small", protocol="constrained")
         resp = rt.run(TASK)

@@ -4,11 +4,13 @@ For models that cannot be trusted to call tools natively (small ones, or a serve
 calls come back as prose), Rune asks the server for structured output (OpenAI
 ``response_format`` json_schema, Ollama ``format``) constrained to::
 
-    {"thought": "...", "tool": "<name>", "arguments": {<that tool's schema>}}
-  | {"thought": "...", "answer": "..."}
+    {"tool": "<name>", "arguments": {<that tool's schema>}}
+  | {"answer": "..."}
 
 built from the real tool schemas, so every reply parses and names a real tool with arguments of
-the right shape. A tool call becomes a ``ToolRequest(source="constrained")``; an answer ends the
+the right shape. There is no "thought" field: on the task suite a small model's thoughts inside
+JSON only restated the task, and cost it seconds per turn (``bench/README.md``). A tool call
+becomes a ``ToolRequest(source="constrained")``; an answer ends the
 turn. Results go back as text, as in the text-fallback protocol. The loop semantics (dedup,
 breaker, budget, approvals, pending state) are the loop's, unchanged.
 """
@@ -16,6 +18,7 @@ breaker, budget, approvals, pending state) are the loop's, unchanged.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,25 +28,22 @@ from rune.fallback import parse_tool_calls
 from rune.messages import thaw
 from rune.transport.base import DeltaSink
 
-THOUGHT_MAX_CHARS = 400
 #: the schema's name where a server asks for one (OpenAI ``json_schema.name``)
 SCHEMA_NAME = "rune_turn"
 
 
 def turn_schema(specs: Sequence[Any]) -> dict[str, Any]:
     """The JSON schema of one turn: a call of one of ``specs``, or the final answer."""
-    thought = {"type": "string", "maxLength": THOUGHT_MAX_CHARS}
     forms: list[dict[str, Any]] = [
         _object(
             {
-                "thought": thought,
                 "tool": {"type": "string", "enum": [spec.name]},
                 "arguments": _closed(thaw(spec.parameters)),
             }
         )
         for spec in specs
     ]
-    forms.append(_object({"thought": thought, "answer": {"type": "string"}}))
+    forms.append(_object({"answer": {"type": "string"}}))
     return {"anyOf": forms}
 
 
@@ -80,9 +80,8 @@ def constrained_prompt(specs: Sequence[Any]) -> str:
     """The system block that tells the model the reply format and the tools, compactly."""
     lines = [
         "Reply with exactly one JSON object per turn:",
-        '{"thought": "<the code that is wrong, and what it must be instead>", '
-        '"tool": "<tool name>", "arguments": {...}} to use a tool, or',
-        '{"thought": "...", "answer": "<what you did, for the user>"} when the task is done.',
+        '{"tool": "<tool name>", "arguments": {...}} to use a tool, or',
+        '{"answer": "<what you did, for the user>"} when the task is done.',
         "Tools:",
     ]
     lines.extend(f"- {signature(spec)}: {_first_sentence(spec.description)}" for spec in specs)
@@ -108,10 +107,7 @@ def _first_sentence(text: str) -> str:
 
 _EXAMPLE_TASK = 'Example. The user says: "greet() in hello.py uses the wrong name"; hello.py holds:'
 _EXAMPLE_FILE = 'NAME = "world"\n\n\ndef greet(name):\n    return "Hello, " + NAME\n'
-_EXAMPLE_AFTER = {
-    "thought": "The change was applied.",
-    "answer": "greet() now greets the name it is given.",
-}
+_EXAMPLE_AFTER = {"answer": "greet() now greets the name it is given."}
 
 
 def _example(specs: Sequence[Any]) -> str | None:
@@ -138,13 +134,12 @@ def _example(specs: Sequence[Any]) -> str | None:
         }
     else:
         return None
-    first = {"thought": "greet() ignores its name argument and uses NAME.", **call}
     return "\n".join(
         [
             _EXAMPLE_TASK,
             _EXAMPLE_FILE,
             "You reply:",
-            json.dumps(first, ensure_ascii=False),
+            json.dumps(call, ensure_ascii=False),
             "and after the result of the tool:",
             json.dumps(_EXAMPLE_AFTER, ensure_ascii=False),
         ]
@@ -154,8 +149,8 @@ def _example(specs: Sequence[Any]) -> str | None:
 def format_hint() -> str:
     """The reminder sent back after a reply that could not be used."""
     return (
-        'Reply with one JSON object: {"thought": "...", "tool": "<tool name>", '
-        '"arguments": {...}} or {"thought": "...", "answer": "..."}.'
+        'Reply with one JSON object: {"tool": "<tool name>", "arguments": {...}} or '
+        '{"answer": "..."}.'
     )
 
 
@@ -172,7 +167,6 @@ class ConstrainedCall:
 class ConstrainedTurn:
     """One reply read: a call, or an answer, or an error to tell the model about."""
 
-    thought: str = ""
     call: ConstrainedCall | None = None
     answer: str | None = None
     error: str | None = None
@@ -200,36 +194,32 @@ def parse_turn(content: str, tool_names: frozenset[str] | set[str]) -> Constrain
         return ConstrainedTurn(error="the reply is nested too deeply")
     if not isinstance(data, dict):
         return ConstrainedTurn(error="the reply is not a JSON object")
-    thought = data.get("thought")
-    thought = thought if isinstance(thought, str) else ""
     if "tool" in data:
         name = data.get("tool")
         arguments = data.get("arguments", {})
         if not isinstance(name, str) or name not in tool_names:
             known = ", ".join(sorted(tool_names))
-            return ConstrainedTurn(thought, error=f"unknown tool {name!r}; the tools are {known}")
+            return ConstrainedTurn(error=f"unknown tool {name!r}; the tools are {known}")
         if not isinstance(arguments, dict):
-            return ConstrainedTurn(thought, error=f'"arguments" of {name} must be a JSON object')
-        return ConstrainedTurn(thought, call=ConstrainedCall(name, arguments))
+            return ConstrainedTurn(error=f'"arguments" of {name} must be a JSON object')
+        return ConstrainedTurn(call=ConstrainedCall(name, arguments))
     answer = data.get("answer")
     if isinstance(answer, str):
-        return ConstrainedTurn(thought, answer=answer)
-    return ConstrainedTurn(thought, error='the reply has neither "tool" nor "answer"')
+        return ConstrainedTurn(answer=answer)
+    return ConstrainedTurn(error='the reply has neither "tool" nor "answer"')
 
 
 class TurnStream:
-    """Turns the streamed JSON of a turn into what a person wants to watch: the thought as
-    thinking, the answer as text, as they arrive (the arguments of a call are not streamed).
+    """Turns the streamed JSON of a turn into what a person wants to watch: the answer, as it
+    arrives (the arguments of a call are not streamed).
 
-    It relies on the order the grammar enforces: ``thought`` first, then ``tool`` or ``answer``.
+    It relies on what the grammar enforces: an answer is the only key of its object.
     """
-
-    _KEYS = (("thought", ThinkingDelta), ("answer", TextDelta))
 
     def __init__(self, sink: DeltaSink | None) -> None:
         self._sink = sink
         self._buffer = ""
-        self._emitted: dict[str, int] = {}
+        self._shown = 0
 
     def __call__(self, delta: TextDelta | ThinkingDelta) -> None:
         if self._sink is None:
@@ -238,58 +228,23 @@ class TurnStream:
             self._sink(delta)
             return
         self._buffer += delta.text
-        for key, kind in self._KEYS:
-            value = _string_value(self._buffer, key)
-            if value is None:
-                continue
-            shown = self._emitted.get(key, 0)
-            if len(value) > shown:
-                self._emitted[key] = len(value)
-                self._sink(kind(value[shown:]))
+        value = _answer_so_far(self._buffer)
+        if value is not None and len(value) > self._shown:
+            self._sink(TextDelta(value[self._shown :]))
+            self._shown = len(value)
 
 
-def _string_value(buffer: str, key: str) -> str | None:
-    """The (possibly still open) string value of top-level ``key``, if the stream reached it.
+_ANSWER_OPENING = re.compile(r'\s*\{\s*"answer"\s*:\s*"')
 
-    Only the first key and the one after ``thought`` are looked at, which is where the grammar
-    puts ``thought`` and ``answer``: text inside a call's arguments is never mistaken for them.
-    """
-    position = 0
-    thought_end = None
-    if key == "answer":
-        thought = _open_string_after(buffer, 0, "thought")
-        if thought is None:
-            return None
-        thought_end = _string_end(buffer, thought)
-        if thought_end is None:
-            return None
-        position = thought_end + 1
-    start = _open_string_after(buffer, position, key, comma=thought_end is not None)
-    if start is None:
+
+def _answer_so_far(buffer: str) -> str | None:
+    """The (possibly still open) answer string, when the reply is an answer; else None."""
+    opening = _ANSWER_OPENING.match(buffer)
+    if opening is None:
         return None
+    start = opening.end()
     end = _string_end(buffer, start)
-    raw = buffer[start : len(buffer) if end is None else end]
-    return _decode_partial(raw)
-
-
-def _open_string_after(buffer: str, position: int, key: str, *, comma: bool = False) -> int | None:
-    """Index just past the opening quote of ``key``'s string value at ``position``."""
-    rest = buffer[position:]
-    stripped = rest.lstrip()
-    prefix = "," if comma else "{"
-    if not stripped.startswith(prefix):
-        return None
-    after = stripped[1:].lstrip()
-    token = f'"{key}"'
-    if not after.startswith(token):
-        return None
-    after_key = after[len(token) :].lstrip()
-    if not after_key.startswith(":"):
-        return None
-    value = after_key[1:].lstrip()
-    if not value.startswith('"'):
-        return None
-    return len(buffer) - len(value) + 1
+    return _decode_partial(buffer[start : len(buffer) if end is None else end])
 
 
 def _string_end(buffer: str, start: int) -> int | None:

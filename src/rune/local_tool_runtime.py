@@ -375,8 +375,6 @@ class LocalToolRuntime:
         self, state: _LoopState, content: str, done_reason: str | None
     ) -> OperatorResponse | None:
         turn = constrained.parse_turn(content, self._tool_names)
-        if turn.thought:
-            state.thinking = turn.thought
         if turn.call is not None:
             state.new_turn([_constrained_request(turn)])
             return None

@@ -12,6 +12,12 @@ from rune.cli import EXIT_FAILED, EXIT_OK
 from rune.config import LoadedConfig
 from rune.errors import RuneError
 
+PROTOCOL_NOTES = {
+    "native": "native tool calls (the model has tools)",
+    "text": "text protocol (the model has no native tools; Rune parses calls from its text)",
+    "constrained": "constrained: each reply is one JSON object the server's grammar checks",
+}
+
 
 @dataclass(frozen=True)
 class Check:
@@ -31,8 +37,10 @@ def run_checks(loaded: LoadedConfig) -> list[Check]:
         commands_contained,
         open_transport,
         policy_report,
+        protocol_for,
         sandbox_policy,
     )
+    from rune.catalog import DEFAULT_MODEL, pulled_models
 
     settings = loaded.settings
     checks = [
@@ -60,14 +68,18 @@ def run_checks(loaded: LoadedConfig) -> list[Check]:
                 checks.append(Check("server", False, f"{choice.label}: {err.kind}: {err}", fix))
             else:
                 checks.append(Check("server", True, f"{choice.label} ({choice.reason})"))
+                protocol = protocol_for(settings, choice)
+                if protocol == "auto":
+                    protocol = "native" if caps.tools else "text"
+                checks.append(Check("protocol", True, PROTOCOL_NOTES[protocol]))
                 checks.append(
                     Check(
                         "model",
-                        caps.tools,
+                        caps.tools or protocol == "constrained",
                         f"{model}: tools {'yes' if caps.tools else 'no'}, "
                         f"thinking {'yes' if caps.thinking else 'no'}",
                         ""
-                        if caps.tools
+                        if caps.tools or protocol == "constrained"
                         else (
                             "this model has no native tool calling; Rune uses its text "
                             f"protocol, which small models follow poorly. Use a tool-capable "
@@ -91,6 +103,17 @@ def run_checks(loaded: LoadedConfig) -> list[Check]:
                 )
         if choice.demo_model:
             checks.append(Check("demo model", False, str(choice.model_path), DEMO_MODEL_NOTICE))
+    pulled = pulled_models()
+    checks.append(
+        Check(
+            "embedded",
+            bool(pulled),
+            f"without a server Rune runs {pulled[0].name} itself ({pulled[0].path})"
+            if pulled
+            else "no model pulled for the embedded backend",
+            "" if pulled else f"`rune pull {DEFAULT_MODEL}` (about 1.1 GB, once)",
+        )
+    )
     policy = sandbox_policy(settings)
     checks.append(
         Check(
