@@ -308,7 +308,8 @@ class McpManager:
         """Call ``tool`` with ``arguments``; its text for the model. Raises :class:`McpError`
         for a server fault and :class:`ToolError` for an error result."""
         connection = self._connections.get(tool.server)
-        if connection is None or connection.session is None or self._loop is None:
+        session = connection.session if connection is not None else None
+        if connection is None or connection.status.state != "ready" or session is None:
             state = connection.status if connection is not None else None
             why = f"{state.state}: {state.error}" if state is not None and state.error else "down"
             raise McpError(f"MCP server {tool.server} is not running ({why}); nothing was called.")
@@ -316,8 +317,9 @@ class McpManager:
         from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
         timeout = connection.status.config.call_timeout
+        assert self._loop is not None  # a session exists only while the loop runs
         future = asyncio.run_coroutine_threadsafe(
-            connection.session.call_tool(
+            session.call_tool(
                 tool.remote, dict(arguments), read_timeout_seconds=timeout
             ),
             self._loop,
