@@ -452,15 +452,25 @@ def test_a_paused_mcp_call_is_rejected_without_calling(shared: McpManager, works
     assert after == before
 
 
+def test_yes_never_approves_an_mcp_call_and_yes_yes_does(shared: McpManager) -> None:
+    from rune.app import auto_approves
+    from rune.local_tool_runtime import pending_view
+
+    change = McpExecutor(shared).prepare("t__write_note", {"text": "x"})
+    pending = pending_view({"change": change.to_json()})
+    assert not auto_approves("edits", pending)
+    assert auto_approves("all", pending)
+
+
 # --- end to end: the CLI, a pause, and approval from a new process --------------------------
 
 
-def user_config(home: Path) -> None:
+def user_config(home: Path, extra: str = "") -> None:
     config = Path(os.environ["XDG_CONFIG_HOME"]) / "rune" / "config.toml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(
         f"[mcp.servers.notes]\ncommand = {json.dumps(sys.executable)}\n"
-        f"args = [{json.dumps(str(SERVER))}]\nwritable = true\n"
+        f"args = [{json.dumps(str(SERVER))}]\nwritable = true\n{extra}"
     )
 
 
@@ -470,7 +480,7 @@ def test_the_cli_pauses_an_mcp_call_and_a_new_process_approves_it(tmp_path: Path
 
     home = tmp_path / "home"
     home.mkdir()
-    user_config(home)
+    user_config(home, '[mcp.servers.broken]\ncommand = "no-such-mcp-server"\n')
     script = [
         cli_call("notes__lookup", key="alpha"),
         cli_call("notes__write_note", text="alpha is 1"),
@@ -478,6 +488,8 @@ def test_the_cli_pauses_an_mcp_call_and_a_new_process_approves_it(tmp_path: Path
     ]
     first = rune(home, "run", "--backend", "scripted", "note alpha", script=script)
     assert first.returncode == 3, first.stdout + first.stderr
+    (warning,) = [line for line in first.stderr.splitlines() if "broken" in line]
+    assert warning.startswith("warning: MCP server broken failed: ")
     assert "MCP call: write_note on server notes" in first.stdout
     assert '"text": "alpha is 1"' in first.stdout
     assert not (home / "notes.txt").exists()
@@ -486,9 +498,15 @@ def test_the_cli_pauses_an_mcp_call_and_a_new_process_approves_it(tmp_path: Path
     assert (home / "notes.txt").read_text() == "alpha is 1\n"
     assert "noted: alpha is 1" in journals()
     listing = rune(home, "mcp")
-    assert listing.returncode == 0, listing.stdout + listing.stderr
+    assert listing.returncode == 1, listing.stdout + listing.stderr
     assert "notes__write_note" in listing.stdout and "asks first" in listing.stdout
     assert "notes__lookup" in listing.stdout and "runs at once" in listing.stdout
+    assert "!!  mcp broken: failed: " in listing.stdout
+    doctor = rune(home, "doctor", "--backend", "scripted")
+    (notes,) = [line for line in doctor.stdout.splitlines() if "mcp notes" in line]
+    assert notes.startswith("ok  mcp notes: ready in ")
+    assert "7 tools, 1 ask first (notes__write_note)" in notes
+    assert ("contained (bubblewrap" in notes) == CONTAINED
 
 
 def test_through_a_fake_ollama_the_pause_survives_a_restart(tmp_path: Path) -> None:
