@@ -444,7 +444,7 @@ def test_a_paused_mcp_call_is_rejected_without_calling(shared: McpManager, works
     )
     paused = runtime.run([{"role": "user", "content": "note"}])
     assert paused.pending is not None and paused.pending.name == "t__write_note"
-    assert paused.pending.contained is not None
+    assert f"runs: {shared.statuses()[0].where()}" in paused.pending.preview
     before = (workspace / "notes.txt").read_text() if (workspace / "notes.txt").exists() else ""
     done = runtime.reject(paused.pending_state, "not now")
     assert done.success
@@ -533,3 +533,63 @@ def test_through_a_fake_ollama_the_pause_survives_a_restart(tmp_path: Path) -> N
     assert (home / "notes.txt").read_text() == "beta is 2\n"
     answered = [m for m in ollama.bodies()[-1]["messages"] if m.get("role") == "tool"]
     assert [m["content"] for m in answered] == ["2", "noted: beta is 2"]
+
+
+# --- the TUI -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_the_tui_shows_mcp_calls_like_built_in_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.fakes.cli import call as cli_call
+    from tests.fakes.cli import final
+    from tests.test_tui import approval_shown, notes, until
+
+    from rune.app import open_rune
+    from rune.tui import RuneApp
+    from rune.tui.widgets import ToolLine
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    script = tmp_path / "script.json"
+    script.write_text(
+        json.dumps(
+            [
+                cli_call("t__lookup", key="alpha"),
+                cli_call("t__write_note", text="from the tui"),
+                final("noted"),
+            ]
+        )
+    )
+    monkeypatch.setenv("RUNE_SCRIPT", str(script))
+    user = tmp_path / "user.toml"
+    user.write_text(
+        f"[mcp.servers.t]\ncommand = {json.dumps(sys.executable)}\n"
+        f"args = [{json.dumps(str(SERVER))}]\nwritable = true\n"
+        '[mcp.servers.gone]\ncommand = "no-such-mcp-server"\n'
+    )
+    loaded = load({"backend": "scripted", "workspace": str(workspace)}, env={}, user_file=user)
+    with open_rune(loaded, title="mcp tui") as rune:
+        app = RuneApp(rune, task="note alpha")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(
+                pilot,
+                lambda: approval_shown(app) and bool(app.screen.query("#approval-diff")),
+                "the approval's preview",
+            )
+            shown = str(app.screen.query_one("#approval-diff").render())
+            assert "MCP call: write_note on server t" in shown
+            await pilot.press("a")
+            await until(pilot, lambda: "✓ done" in notes(app), "the end of the turn")
+            lines = list(app.query(ToolLine))
+            assert [line.status for line in lines] == ["done", "done"]
+            assert "t__lookup" in str(lines[0].title)
+            warnings = [str(w.render()) for w in app.query(".warning")]
+            assert any("MCP server gone failed" in w for w in warnings)
+    assert (workspace / "notes.txt").read_text() == "from the tui\n"

@@ -414,6 +414,11 @@ class Rune:
     def budget(self) -> int:
         return self.settings.max_iterations
 
+    def startup_warnings(self) -> list[str]:
+        """What the user should hear before the first turn: each MCP server that failed to
+        start, each tool a server listed that Rune left out (one line each)."""
+        return list(self.mcp.problems()) if self.mcp is not None else []
+
 
 def session_store() -> Any:
     from rune.sessions import SessionStore

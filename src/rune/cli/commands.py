@@ -78,7 +78,7 @@ def drive(rune: Any, start: Callable[[], OperatorResponse | None]) -> int:
             style="dim",
         )
     )
-    for note in rune.mcp.problems() if rune.mcp is not None else ():
+    for note in rune.startup_warnings():
         err.print(Text(f"warning: {note}", style="yellow"))
     try:
         response = start()

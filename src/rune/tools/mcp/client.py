@@ -319,9 +319,7 @@ class McpManager:
         timeout = connection.status.config.call_timeout
         assert self._loop is not None  # a session exists only while the loop runs
         future = asyncio.run_coroutine_threadsafe(
-            session.call_tool(
-                tool.remote, dict(arguments), read_timeout_seconds=timeout
-            ),
+            session.call_tool(tool.remote, dict(arguments), read_timeout_seconds=timeout),
             self._loop,
         )
         try:

@@ -84,7 +84,9 @@ class McpExecutor:
                 "tool": tool.remote,
                 "config": fingerprint(status.config),
             },
-            contained=status.contained,
+            # Not a command: the preview's "runs:" line says where the server runs, and the
+            # edges show the preview as it is.
+            contained=None,
         )
 
     def apply(self, change: PreparedChange) -> str:
