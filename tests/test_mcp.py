@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -133,6 +134,8 @@ def test_hostile_listings_are_left_out_with_one_line_each() -> None:
     ]
     assert len(warnings) == 8
     assert all("\x1b" not in w for w in warnings)
+    (whole,), _ = accept_tools("s", [tool("w")], trusted=True)
+    assert not whole.asks and whole.trusted
     many, notes = accept_tools("s", [tool(f"t{i}") for i in range(MAX_TOOLS + 5)])
     assert len(many) == MAX_TOOLS and len(notes) == 1
 
@@ -593,3 +596,52 @@ async def test_the_tui_shows_mcp_calls_like_built_in_ones(
             warnings = [str(w.render()) for w in app.query(".warning")]
             assert any("MCP server gone failed" in w for w in warnings)
     assert (workspace / "notes.txt").read_text() == "from the tui\n"
+
+
+def test_a_streamable_http_server_by_url(tmp_path: Path) -> None:
+    from tests.fakes.cli import closed_port
+
+    port = closed_port()
+    served = subprocess.Popen(
+        [sys.executable, str(SERVER), "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            time.sleep(0.05)
+        url = f"http://127.0.0.1:{port}/mcp"
+        manager = manager_for(tmp_path, McpServerConfig(name="web", url=url))
+        try:
+            (status,) = manager.statuses()
+            assert status.state == "ready", status.error
+            assert status.contained is None and status.where() == f"remote at {url}"
+            executor = McpExecutor(manager)
+            assert executor.run("web__lookup", {"key": "alpha"}) == "1"
+            change = executor.prepare("web__write_note", {"text": "over http"})
+            assert f"server: {url}" in change.preview
+        finally:
+            manager.close()
+    finally:
+        served.terminate()
+        served.wait(10)
+
+
+def test_malformed_content_is_a_typed_tool_error_and_the_server_goes_on(tmp_path: Path) -> None:
+    raw = SERVER.with_name("mcp_raw_server.py")
+    manager = manager_for(
+        tmp_path, McpServerConfig(name="raw", command=sys.executable, args=[str(raw)])
+    )
+    try:
+        (status,) = manager.statuses()
+        assert status.state == "ready", status.error
+        executor = McpExecutor(manager)
+        for _ in range(2):
+            with pytest.raises(McpError, match="raw__garbled with something Rune cannot read"):
+                executor.run("raw__garbled", {})
+        assert manager.statuses()[0].state == "ready"
+    finally:
+        manager.close()

@@ -10,12 +10,16 @@
 - ``probe`` (read-only): what the server can see (an environment variable, whether it can
   connect to a TCP port on 127.0.0.1, whether it can create a file in a directory);
 - ``noisy`` (read-only), whose description carries terminal escapes.
+
+``python tests/fakes/mcp_server.py --http PORT`` serves the same over streamable HTTP at
+``http://127.0.0.1:PORT/mcp``.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 
@@ -89,4 +93,8 @@ def noisy() -> str:
 
 
 if __name__ == "__main__":
-    server.run()
+    if "--http" in sys.argv:
+        port = int(sys.argv[sys.argv.index("--http") + 1])
+        server.run("streamable-http", host="127.0.0.1", port=port)
+    else:
+        server.run()
