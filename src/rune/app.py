@@ -20,7 +20,7 @@ from rune.catalog import DEFAULT_MODEL, CatalogModel, catalog_model_for, pulled_
 from rune.catalog import find as find_catalog_model
 from rune.config import ApprovalMode, LoadedConfig, Settings
 from rune.distribution import EMBEDDED_INSTALL_HINT
-from rune.errors import BackendUnavailable, ConfigError, RuneError
+from rune.errors import BackendUnavailable, ConfigError
 from rune.messages import OperatorResponse, PendingApproval
 from rune.tool_executor import ToolExecutor
 from rune.tools.sandbox import SandboxPolicy
@@ -516,7 +516,3 @@ def _settings_for_session(loaded: LoadedConfig, session: Any) -> Settings:
         else:
             recorded["backend"] = backend
     return loaded.settings.model_copy(update=recorded)
-
-
-def describe_error(err: RuneError) -> str:
-    return f"{err.kind}: {err}"

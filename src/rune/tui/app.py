@@ -20,12 +20,12 @@ from textual.widgets import Footer, Input, Static
 
 from rune import events as ev
 from rune.app import Rune, auto_approves
-from rune.cli.render import Decision
 from rune.errors import RuneError
 from rune.messages import OperatorResponse, PendingApproval
 from rune.text import visible
 from rune.tui.approval import ApprovalScreen
 from rune.tui.widgets import StreamedText, Thinking, ToolLine
+from rune.view import Decision
 
 Operation = Callable[[], OperatorResponse | None]
 
