@@ -161,6 +161,14 @@ async def test_a_sensitive_change_is_shown_as_such_and_not_approved_by_yes(
     assert not (workspace / "AGENTS.md").exists()
 
 
+def test_the_header_refreshes_only_once_it_is_on_screen(workspace: Path) -> None:
+    # (`App.is_mounted` is a method, always true: the check must be on the header itself.)
+    with scripted_rune(workspace) as rune:
+        app = RuneApp(rune)
+        app._refresh_header()  # before the app runs there is no screen: this must do nothing
+        assert "step 0/8" in str(app._header_line.render())
+
+
 @pytest.mark.anyio
 async def test_a_malformed_call_is_shown_as_a_failed_tool_line(
     workspace: Path, monkeypatch: pytest.MonkeyPatch
