@@ -234,12 +234,12 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
     if not args.name:
         table = Table("model", "size", "pulled", "", box=None)
-        for model in CATALOG.values():
+        for entry in CATALOG.values():
             table.add_row(
-                model.name,
-                f"{model.size / 1e9:.2f} GB",
-                "yes" if model.is_pulled() else "no",
-                model.summary,
+                entry.name,
+                f"{entry.size / 1e9:.2f} GB",
+                "yes" if entry.is_pulled() else "no",
+                entry.summary,
             )
         out.print(table)
         return EXIT_OK

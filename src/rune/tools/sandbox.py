@@ -148,7 +148,9 @@ class SandboxPolicy:
         """
         for candidate in candidates:
             path = Path(candidate)
-            own = _prefix_hit([path], self.protected_paths, self._protected_folded)
+            own: str | Path | None = _prefix_hit(
+                [path], self.protected_paths, self._protected_folded
+            )
             own = own if own is not None else RUNE_OWN.match(path)
             if own is not None:
                 return f"{RUNE_OWN.what} ({own})"

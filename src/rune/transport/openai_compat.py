@@ -281,7 +281,8 @@ def discover(props: Mapping[str, Any] | None, entry: Mapping[str, Any] | None) -
     """
     props = props or {}
     entry = entry or {}
-    meta = entry.get("meta") if isinstance(entry.get("meta"), Mapping) else {}
+    meta = entry.get("meta")
+    meta = meta if isinstance(meta, Mapping) else {}
     template_caps = props.get("chat_template_caps")
     tools = True
     if isinstance(template_caps, Mapping) and "supports_tools" in template_caps:

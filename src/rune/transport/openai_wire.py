@@ -55,11 +55,11 @@ def to_openai_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, 
                 open_calls.append((call_id, name))
             out.append({"role": "assistant", "content": text, "tool_calls": calls})
         elif role == "tool":
-            call_id = message.get("tool_call_id") or _pair(open_calls, message.get("tool_name"))
-            open_calls[:] = [c for c in open_calls if c[0] != call_id]
+            answered = message.get("tool_call_id") or _pair(open_calls, message.get("tool_name"))
+            open_calls[:] = [c for c in open_calls if c[0] != answered]
             result: dict[str, Any] = {"role": "tool", "content": text}
-            if call_id:
-                result["tool_call_id"] = str(call_id)
+            if answered:
+                result["tool_call_id"] = str(answered)
             out.append(result)
         else:
             out.append({"role": role, "content": text})
