@@ -1,4 +1,4 @@
-"""The design document's acceptance scenario: a coding agent fixes a broken ``add()``.
+"""Rune's acceptance scenario (docs/loop.md): a coding agent fixes a broken ``add()``.
 
 A disposable sandbox holds ``calc.py`` whose ``add`` subtracts. The runtime gets the system
 prompt below and the bug report; every approval pause is resolved programmatically with

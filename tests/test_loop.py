@@ -1,4 +1,4 @@
-"""Loop semantics of LocalToolRuntime, one test per claim of the design document."""
+"""Loop semantics of LocalToolRuntime, one test per claim of docs/loop.md."""
 
 from __future__ import annotations
 

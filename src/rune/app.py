@@ -488,8 +488,8 @@ def _generation_options(settings: Settings, choice: BackendChoice) -> dict[str, 
 def protocol_for(settings: Settings, choice: BackendChoice) -> str:
     """The tool protocol to run: the setting, and for ``auto`` this rule: the embedded backend
     (small models Rune runs itself, which write native calls as prose) gets the constrained
-    protocol; a server gets the design document's rule (native calls when its model has
-    tools, else the text protocol), which the runtime applies after discovery."""
+    protocol; a server gets the runtime's rule (docs/protocols.md: native calls when its model
+    has tools, else the text protocol), which the runtime applies after discovery."""
     if settings.protocol != "auto":
         return settings.protocol
     return "constrained" if choice.kind == "embedded" else "auto"

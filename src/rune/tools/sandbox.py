@@ -104,7 +104,8 @@ class SandboxPolicy:
 
     @classmethod
     def default(cls, home: str | os.PathLike[str] | None = None) -> SandboxPolicy:
-        """The design document's policy: write home (+ /mnt/workdrive), read also /tmp."""
+        """Rune's original policy (docs/sandbox.md): write home (+ /mnt/workdrive), read also
+        /tmp."""
         home_dir = Path(home) if home is not None else Path.home()
         workdrive = Path("/mnt/workdrive")
         extra = [workdrive] if workdrive.is_dir() else []
