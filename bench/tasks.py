@@ -104,8 +104,8 @@ def run_task(task: Path, args: argparse.Namespace, transport: FreshStart, model:
                 tools.append(f"{done.name}:{done.status}{detail}")
 
         transport.fresh = True
-        tools = [t for t in BUILTIN_TOOLS if t.spec.name not in args.without]
-        operator = build_operator(settings, choice, transport, model, on_event=note, tools=tools)
+        offered = [t for t in BUILTIN_TOOLS if t.spec.name not in args.without]
+        operator = build_operator(settings, choice, transport, model, on_event=note, tools=offered)
         if args.without_files:
             # Ablation: no files in the context up front.
             operator.contributors.remove(operator._contributor_files)
