@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.text import Text
 
-from rune.cli import EXIT_FAILED, EXIT_OK
+from rune.cli.exits import EXIT_FAILED, EXIT_OK
 from rune.config import LoadedConfig
 from rune.errors import RuneError
 
