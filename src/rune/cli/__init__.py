@@ -13,11 +13,17 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_PENDING = 3
-EXIT_INTERRUPTED = 130
+from rune.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PENDING, EXIT_USAGE
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_PENDING",
+    "EXIT_USAGE",
+    "build_parser",
+    "main",
+]
 
 _EPILOG = """\
 first time? `rune demo` fixes a bug in a throw-away sample project.

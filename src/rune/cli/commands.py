@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from rune.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PENDING, EXIT_USAGE
+from rune.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PENDING, EXIT_USAGE
 from rune.cli.render import ConsoleReporter, ask_decision
 from rune.config import KEYS, ApprovalMode, LoadedConfig, load
 from rune.errors import BackendUnavailable, ConfigError, RuneError
@@ -236,12 +236,12 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
     if not args.name:
         table = Table("model", "size", "pulled", "", box=None)
-        for model in CATALOG.values():
+        for entry in CATALOG.values():
             table.add_row(
-                model.name,
-                f"{model.size / 1e9:.2f} GB",
-                "yes" if model.is_pulled() else "no",
-                model.summary,
+                entry.name,
+                f"{entry.size / 1e9:.2f} GB",
+                "yes" if entry.is_pulled() else "no",
+                entry.summary,
             )
         out.print(table)
         return EXIT_OK

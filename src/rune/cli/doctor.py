@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from rune.cli import EXIT_FAILED, EXIT_OK
+from rune.cli.exits import EXIT_FAILED, EXIT_OK
 from rune.config import LoadedConfig
 from rune.errors import RuneError
 

@@ -1,5 +1,6 @@
 """How the loop looks in a plain terminal: streamed text, dimmed thinking, one line per tool
-event with ``step n/N``, coloured diffs, and the approve / reject question.
+event with ``step n/N``, coloured diffs, and the approve / reject question. What the TUI shows
+the same way lives in :mod:`rune.view`.
 
 Everything a model wrote (text, thinking, tool names and arguments, errors and warnings that
 quote them) goes through :func:`rune.text.visible` and into a ``rich`` ``Text``, never a markup
@@ -9,15 +10,22 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TextIO
 
 from rich.console import Console
 from rich.text import Text
 
 from rune import events as ev
-from rune.messages import OperatorResponse, PendingApproval, ToolEvent, ToolRequest
+from rune.messages import OperatorResponse, PendingApproval, ToolRequest
 from rune.text import visible
+from rune.view import (
+    Decision,
+    describe_request,
+    diff_text,
+    is_command,
+    sensitive_note,
+    tool_outcome,
+)
 
 STATUS_MARK = {
     "done": ("✓", "green"),
@@ -26,77 +34,6 @@ STATUS_MARK = {
     "rejected": ("↩", "yellow"),
     "pending_approval": ("?", "yellow"),
 }
-MAX_ARGUMENT_CHARS = 60
-
-
-def describe_request(name: str, arguments: object) -> str:
-    """``read_file path='calc.py'``: long values (file contents) are cut short; control and
-    invisible characters are escaped."""
-    if not isinstance(arguments, dict):
-        return visible(name, keep="")
-    parts = []
-    for key, value in arguments.items():
-        shown = _short_repr(value)
-        if len(shown) > MAX_ARGUMENT_CHARS:
-            shown = shown[: MAX_ARGUMENT_CHARS - 1] + "…"
-        parts.append(f"{visible(key, keep='')}={visible(shown, keep='')}")
-    return " ".join([visible(name, keep=""), *parts])
-
-
-def _short_repr(value: object) -> str:
-    # Only the head is shown: never build the repr of a megabyte of content (or of an integer
-    # too long for repr) to cut it to 60 characters.
-    if isinstance(value, str) and len(value) > MAX_ARGUMENT_CHARS:
-        value = value[:MAX_ARGUMENT_CHARS]
-    try:
-        return repr(value)
-    except ValueError:
-        return f"<{type(value).__name__}>"
-
-
-def diff_text(preview: str) -> Text:
-    """A unified diff coloured line by line the way git does."""
-    text = Text()
-    for line in visible(preview).splitlines(keepends=True):
-        if line.startswith(("+++", "---")):
-            style = "bold"
-        elif line.startswith("+"):
-            style = "green"
-        elif line.startswith("-"):
-            style = "red"
-        elif line.startswith("@@"):
-            style = "cyan"
-        else:
-            style = ""
-        text.append(line, style=style)
-    return text
-
-
-def is_command(pending: PendingApproval) -> bool:
-    """Commands say whether they run contained; file edits leave ``contained`` unset."""
-    return pending.contained is not None
-
-
-def sensitive_note(reason: str) -> str:
-    """The line an approval of a sensitive change carries."""
-    return f"  sensitive: {reason}; asked even under --yes"
-
-
-def tool_outcome(event: ToolEvent) -> str:
-    """The short tail of a tool line: what it produced or why it did not."""
-    if event.ok:
-        output = event.output or ""
-        warning = next((ln for ln in output.splitlines() if ln.startswith("WARNING:")), None)
-        lines = output.count("\n") + 1 if output else 0
-        outcome = f"{lines} line{'s' if lines != 1 else ''} of output"
-        return outcome if warning is None else f"{outcome}; {visible(warning, keep='')}"
-    return visible((event.error or event.status).splitlines()[0] or event.status, keep="")
-
-
-@dataclass(frozen=True)
-class Decision:
-    approve: bool
-    reason: str = ""
 
 
 class ConsoleReporter:

@@ -189,10 +189,6 @@ class Session:
             writer.close()
         self._unlock()
 
-    @property
-    def closed(self) -> bool:
-        return self._lock_fd is None
-
     def __enter__(self) -> Session:
         return self
 

@@ -20,12 +20,12 @@ from textual.widgets import Footer, Input, Static
 
 from rune import events as ev
 from rune.app import Rune, auto_approves
-from rune.cli.render import Decision
 from rune.errors import RuneError
 from rune.messages import OperatorResponse, PendingApproval
 from rune.text import visible
 from rune.tui.approval import ApprovalScreen
 from rune.tui.widgets import StreamedText, Thinking, ToolLine
+from rune.view import Decision
 
 Operation = Callable[[], OperatorResponse | None]
 
@@ -70,9 +70,10 @@ class RuneApp(App[int]):
         self._thinking: Thinking | None = None
         self._tools: list[ToolLine] = []
         self._resuming = False
+        self._header_line = Static(self._header(), id="header", markup=False)
 
     def compose(self) -> ComposeResult:
-        yield Static(self._header(), id="header", markup=False)
+        yield self._header_line
         yield VerticalScroll(id="transcript")
         yield Input(placeholder="what should Rune do? (Enter to send)", id="prompt")
         yield Footer()
@@ -91,8 +92,10 @@ class RuneApp(App[int]):
         )
 
     def _refresh_header(self) -> None:
-        if self.is_mounted:
-            self.query_one("#header", Static).update(self._header())
+        # The header's own flag: before compose there is nothing to update (`App.is_mounted` is a
+        # method, so testing it on the app is always true).
+        if self._header_line.is_mounted:
+            self._header_line.update(self._header())
 
     def watch_step(self) -> None:
         self._refresh_header()
@@ -101,7 +104,7 @@ class RuneApp(App[int]):
         self._refresh_header()
 
     def on_mount(self) -> None:
-        self.rune.relay.target = lambda event: self.post_message(LoopEventMessage(event))
+        self.rune.relay.target = self._relay
         self._replay_history()
         warnings = getattr(self.rune, "startup_warnings", None)
         for note in warnings() if callable(warnings) else ():
@@ -110,6 +113,10 @@ class RuneApp(App[int]):
         self._resuming = True
         self._call(self.rune.operator.resume)
         self.query_one("#prompt", Input).focus()
+
+    def _relay(self, event: ev.LoopEvent) -> None:
+        """The loop's events, from the worker thread to the UI (``post_message`` is safe)."""
+        self.post_message(LoopEventMessage(event))
 
     def _replay_history(self) -> None:
         """Show a reopened session's conversation as plain lines."""
