@@ -457,10 +457,10 @@ def test_a_paused_mcp_call_is_rejected_without_calling(shared: McpManager, works
 
 def test_yes_never_approves_an_mcp_call_and_yes_yes_does(shared: McpManager) -> None:
     from rune.app import auto_approves
-    from rune.local_tool_runtime import pending_view
+    from rune.state import approval_of
 
     change = McpExecutor(shared).prepare("t__write_note", {"text": "x"})
-    pending = pending_view({"change": change.to_json()})
+    pending = approval_of(change)
     assert not auto_approves("edits", pending)
     assert auto_approves("all", pending)
 
