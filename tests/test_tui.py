@@ -61,8 +61,12 @@ def notes(app: RuneApp) -> str:
 
 
 def approval_shown(app: RuneApp) -> bool:
-    """The approval screen is pushed and composed (its title is mounted)."""
-    return isinstance(app.screen, ApprovalScreen) and bool(app.screen.query("#approval-title"))
+    """The approval screen is pushed and composed: the preview's content and the reason box
+    (composed last) are mounted. Under load the title can be mounted well before the rest."""
+    if not isinstance(app.screen, ApprovalScreen):
+        return False
+    previews = app.screen.query("#approval-preview")
+    return bool(previews and previews.first().children and app.screen.query("#reason"))
 
 
 @pytest.mark.anyio
