@@ -13,6 +13,7 @@ import pytest
 
 from rune.constrained import constrained_prompt, turn_schema
 from rune.local_tool_runtime import LocalToolRuntime
+from rune.errors import ToolError
 from rune.tool_executor import SandboxPolicy, ToolExecutor
 from rune.tools.commands import bwrap_works, find_bwrap
 from rune.transport.scripted import ScriptedTransport
@@ -35,11 +36,21 @@ def ws(tmp_path: Path) -> Path:
 
 
 def executor(ws: Path, contain: bool | None = None) -> ToolExecutor:
-    return ToolExecutor(SandboxPolicy.workspace_only(ws), ws, contain_commands=contain)
+    """As ``rune`` runs: home (here the test's directory) is readable, the workspace writable."""
+    return ToolExecutor(SandboxPolicy.default(home=ws.parent), ws, contain_commands=contain)
 
 
 def check(ws: Path, code: str) -> str:
+    """A passing check's output."""
     return executor(ws).run("run_python", {"code": code})
+
+
+def failed_check(ws: Path, code: str) -> str:
+    """A failing check's error (what the model reads)."""
+    with pytest.raises(ToolError) as caught:
+        check(ws, code)
+    assert str(caught.value).startswith("the check failed:\n")
+    return str(caught.value)
 
 
 # --- the tool ---------------------------------------------------------------------------------
@@ -58,9 +69,9 @@ def test_it_runs_the_projects_code_without_approval(ws: Path) -> None:
 
 @needs_bwrap
 def test_it_cannot_change_the_workspace_or_leave_anything_in_it(ws: Path) -> None:
-    out = check(ws, "open('calc.py', 'w').write('x')\n")
+    out = failed_check(ws, "open('calc.py', 'w').write('x')\n")
     assert "Read-only file system" in out and "[exit code 1]" in out
-    out = check(ws, "import calc, pathlib; pathlib.Path('new.txt').write_text('x')")
+    out = failed_check(ws, "import calc, pathlib; pathlib.Path('new.txt').write_text('x')")
     assert "Read-only file system" in out
     assert sorted(p.name for p in ws.iterdir()) == ["calc.py"]  # no __pycache__ either
     assert (ws / "calc.py").read_text() == BROKEN
@@ -72,7 +83,7 @@ def test_it_cannot_reach_a_server_on_the_host(ws: Path) -> None:
         server.bind(("127.0.0.1", 0))
         server.listen()
         port = server.getsockname()[1]
-        out = check(ws, f"import socket\nsocket.create_connection(('127.0.0.1', {port}), 2)")
+        out = failed_check(ws, f"import socket\nsocket.create_connection(('127.0.0.1', {port}), 2)")
         server.settimeout(0.2)
         with pytest.raises(TimeoutError):
             server.accept()
@@ -90,7 +101,13 @@ def test_it_sees_no_secret_from_the_environment(ws: Path, monkeypatch: pytest.Mo
 @needs_bwrap
 def test_a_check_that_hangs_is_stopped(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("rune.tools.checks.CHECK_TIMEOUT", 1)
-    assert "timed out after 1 s" in check(ws, "while True: pass")
+    assert "timed out after 1 s" in failed_check(ws, "while True: pass")
+
+
+@needs_bwrap
+def test_a_failed_assertion_fails_the_check_with_its_message(ws: Path) -> None:
+    out = failed_check(ws, "from calc import add\nassert add(2, 3) == 5, add(2, 3)")
+    assert "AssertionError: -1" in out and out.endswith("[exit code 1]")
 
 
 @pytest.mark.parametrize("code", ["", "   ", "print(1)\0", "x = 1\n" * 1000])
@@ -106,6 +123,15 @@ def test_it_is_not_offered_where_commands_run_uncontained(ws: Path) -> None:
     ex = executor(ws, contain=False)
     assert "run_python" not in [s.name for s in ex.specs()]
     assert "run_python" not in constrained_prompt(ex.specs())
+
+
+@needs_bwrap
+def test_it_is_not_offered_when_the_model_may_read_only_the_workspace(ws: Path) -> None:
+    # A contained run reads more than the workspace (secrets masked), so a workspace-only
+    # policy gets no unapproved check.
+    ex = ToolExecutor(SandboxPolicy.workspace_only(ws), ws)
+    assert "run_python" not in [s.name for s in ex.specs()]
+    assert "run_python" in [s.name for s in executor(ws).specs()]
 
 
 # --- the rule: check before answering -----------------------------------------------------------
@@ -201,3 +227,35 @@ def test_the_prompt_shows_the_check_in_its_worked_example(ws: Path) -> None:
         json.loads(line) for line in lines if line.startswith('{"tool": "') and "<" not in line
     ]
     assert [c["tool"] for c in calls] == ["replace_function", "run_python"]
+
+
+@needs_bwrap
+def test_a_failing_check_keeps_the_answer_out_until_one_passes(ws: Path) -> None:
+    wrong = "def add(a, b):\n    return a * b\n"
+    assert_five = turn(
+        tool="run_python",
+        arguments={"code": "from calc import add\nassert add(2, 3) == 5, add(2, 3)"},
+    )
+    transport = ScriptedTransport(
+        [
+            turn(
+                tool="replace_function", arguments={"path": "calc.py", "name": "add", "code": wrong}
+            ),
+            assert_five,
+            fix(),
+            assert_five,
+            turn(answer="add() adds."),
+        ],
+        tools=True,
+    )
+    runtime = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
+    resp = approve_all(runtime, runtime.run(TASK))
+    assert resp.success and (ws / "calc.py").read_text() == FIXED
+    assert schemas(transport) == [True, False, False, False, True]
+    assert [(e.name, e.status) for e in resp.events] == [
+        ("replace_function", "done"),
+        ("run_python", "failed"),
+        ("replace_function", "done"),
+        ("run_python", "done"),
+    ]
+    assert "AssertionError: 6" in str(transport.requests[2].messages[-1]["content"])

@@ -88,7 +88,7 @@ def constrained_prompt(specs: Sequence[Any]) -> str:
     checks = [spec.name for spec in specs if getattr(spec, "checks", False)]
     if checks:
         lines.insert(
-            3, f"After a change, check it with {checks[0]} (for example, the call the task names)."
+            3, f"After a change, check it with {checks[0]}: assert what the task says it should do."
         )
     lines.extend(f"- {signature(spec)}: {_first_sentence(spec.description)}" for spec in specs)
     example = _example(specs, checks[0] if checks else None)
@@ -113,7 +113,7 @@ def _first_sentence(text: str) -> str:
 
 _EXAMPLE_TASK = 'Example. The user says: "greet() in hello.py uses the wrong name"; hello.py holds:'
 _EXAMPLE_FILE = 'NAME = "world"\n\n\ndef greet(name):\n    return "Hello, " + NAME\n'
-_EXAMPLE_CHECK_CODE = "from hello import greet\nprint(greet('Ada'))"
+_EXAMPLE_CHECK_CODE = "from hello import greet\nassert greet('Ada') == 'Hello, Ada', greet('Ada')"
 _EXAMPLE_AFTER = {"answer": "greet() now greets the name it is given."}
 
 
@@ -145,7 +145,7 @@ def _example(specs: Sequence[Any], check_tool: str | None) -> str | None:
     if check_tool is not None:
         check = {"tool": check_tool, "arguments": {"code": _EXAMPLE_CHECK_CODE}}
         lines += ["then, to check the change:", json.dumps(check, ensure_ascii=False)]
-        lines += ["and when its output is right:"]
+        lines += ["and when the check passes:"]
     else:
         lines += ["and after the result of the tool:"]
     lines.append(json.dumps(_EXAMPLE_AFTER, ensure_ascii=False))

@@ -362,7 +362,7 @@ class LocalToolRuntime:
         )
 
     def _change_unchecked(self, state: LoopState) -> bool:
-        """Whether the model tried a change (made or failed) and has not run a check since.
+        """Whether the model tried a change (made or failed) and no check has passed since.
         Until it has, a constrained turn may not be the answer: small models call a wrong fix
         done, and find it wrong once they run it (task suite, ``bench/README.md``). A change
         the user rejected needs no check; without a check tool there is no rule."""
@@ -370,7 +370,7 @@ class LocalToolRuntime:
             return False
         for event in reversed(state.events):
             if event.name in self._check_tools:
-                return False
+                return event.status != "done"
             if self.executor.is_mutating(event.name):
                 return event.status != "rejected"
         return False

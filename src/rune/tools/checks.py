@@ -6,8 +6,8 @@ the same bubblewrap sandbox as commands but with nothing writable: the whole fil
 read-only (a private, size-capped ``/tmp`` aside), there is no network, no host socket, no
 secret and no credential in the environment. What such a run can do is read what the model
 could read anyway, and print; so it is a read-only tool and runs at once, like ``read_file``.
-Where bubblewrap does not work it is refused (``run_command``, which asks, is the way then),
-and the composition root does not offer it at all.
+Where bubblewrap does not work, or the policy keeps the model to the workspace, the executor
+does not offer it (``run_command``, which asks, is the way then).
 """
 
 from __future__ import annotations
@@ -19,18 +19,11 @@ import sys
 from pathlib import Path
 
 from rune.errors import ToolError, ToolInputError
-from rune.tools.base import Args, BuiltinTool, ToolContext, ToolSpec, object_schema, string_arg
-from rune.tools.commands import (
-    bwrap_argv,
-    bwrap_works,
-    containment,
-    filter_fd,
-    find_bwrap,
-    format_outcome,
-    run_captured,
-    seccomp_works,
-)
+from rune.tools.base import Args, BuiltinTool, ToolContext, object_schema, string_arg
+from rune.tools.commands import bwrap_works, containment, find_bwrap, format_outcome, run_contained
 from rune.tools.containment import plan_mounts, scrubbed_environment
+from rune.tools.sandbox import within
+from rune.tools.spec import ToolSpec
 
 #: seconds a check may run (a check is a few calls, not a test suite)
 CHECK_TIMEOUT = 20
@@ -39,8 +32,12 @@ MAX_CODE_CHARS = 4000
 
 
 def can_run_contained(ctx: ToolContext) -> bool:
-    """Whether a check can run here: commands may be contained and bubblewrap works."""
-    if ctx.contain_commands is False:
+    """Whether checks are offered: commands may be contained, bubblewrap works, and the policy
+    lets the model read the user's home anyway. A contained run reads the file system as a
+    contained command does (secrets and Rune's own files masked), which is more than a
+    workspace-only policy (``sandbox.workspace_only``) lets the model read."""
+    home = ctx.policy.home
+    if ctx.contain_commands is False or home is None or not within(home, ctx.policy.read_roots):
         return False
     bwrap = find_bwrap()
     return bwrap is not None and bwrap_works(bwrap)
@@ -71,32 +68,26 @@ def run_python(ctx: ToolContext, args: Args) -> str:
             "use run_command, which asks the user."
         )
     read_only = dataclasses.replace(ctx.policy, write_roots=())
-    plan = plan_mounts(read_only, ctx.workspace)
     env = scrubbed_environment(os.environ)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     argv = [python_for(ctx.workspace), "-c", code]
-    seccomp_fd = filter_fd() if seccomp_works(bwrap) else None
-    try:
-        outcome = run_captured(
-            [*bwrap_argv(bwrap, plan, ctx.workspace, seccomp_fd), *argv],
-            ctx.workspace,
-            CHECK_TIMEOUT,
-            env=env,
-            pass_fds=() if seccomp_fd is None else (seccomp_fd,),
-        )
-    finally:
-        if seccomp_fd is not None:
-            os.close(seccomp_fd)
-    return format_outcome(outcome, CHECK_TIMEOUT)
+    plan = plan_mounts(read_only, ctx.workspace)
+    outcome = run_contained(bwrap, plan, ctx.workspace, argv, CHECK_TIMEOUT, env=env)
+    report = format_outcome(outcome, CHECK_TIMEOUT)
+    if outcome.exit_code != 0:
+        # A failing check is a failed call: the model sees it as an error, the breaker counts
+        # it, and the constrained protocol keeps asking for a check that passes.
+        raise ToolError(f"the check failed:\n{report}")
+    return report
 
 
 RUN_PYTHON = BuiltinTool(
     ToolSpec(
         "run_python",
         "Run Python code (as python -c CODE) in the workspace to check a change; it can read "
-        "the project but not change it, so it runs without asking. Print what you want to "
-        "see, such as a call's result. No network.",
-        object_schema({"code": string_arg("Python code; print what you want to see.")}, ["code"]),
+        "the project but not change it, so it runs without asking. Assert what the code "
+        "should do; a failed assertion or any error fails the check. No network.",
+        object_schema({"code": string_arg("Python code, e.g. an import and an assert.")}, ["code"]),
         checks=True,
     ),
     run=run_python,

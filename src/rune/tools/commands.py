@@ -359,19 +359,33 @@ def run_approved(ctx: ToolContext, change: PreparedChange) -> tuple[Outcome, lis
         outcome = run_captured(argv, ctx.workspace, timeout, supervise=True)
         return outcome, []
     plan = plan_mounts(ctx.policy, ctx.workspace)
+    outcome = run_contained(bwrap, plan, ctx.workspace, argv, timeout)
+    return outcome, after_run(plan, ctx.policy, ctx.workspace)
+
+
+def run_contained(
+    bwrap: str,
+    plan: Plan,
+    workspace: Path,
+    argv: list[str],
+    timeout: float,
+    *,
+    env: Mapping[str, str] | None = None,
+) -> Outcome:
+    """``argv`` inside bubblewrap with ``plan``'s mounts, the seccomp filter where it works, and
+    the scrubbed environment (or ``env``, which the caller scrubbed)."""
     seccomp_fd = filter_fd() if seccomp_works(bwrap) else None
     try:
-        outcome = run_captured(
-            [*bwrap_argv(bwrap, plan, ctx.workspace, seccomp_fd), *argv],
-            ctx.workspace,
+        return run_captured(
+            [*bwrap_argv(bwrap, plan, workspace, seccomp_fd), *argv],
+            workspace,
             timeout,
-            env=scrubbed_environment(os.environ),
+            env=scrubbed_environment(os.environ) if env is None else env,
             pass_fds=() if seccomp_fd is None else (seccomp_fd,),
         )
     finally:
         if seccomp_fd is not None:
             os.close(seccomp_fd)
-    return outcome, after_run(plan, ctx.policy, ctx.workspace)
 
 
 def apply_command(ctx: ToolContext, change: PreparedChange) -> str:
