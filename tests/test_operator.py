@@ -340,4 +340,5 @@ def test_a_lone_surrogate_from_the_model_is_a_tool_error_and_journals_fine(
     assert "surrogate" in (response.events[0].error or "")
     assert not (workspace / "a.txt").exists()
     with store.open(session_id) as session:
-        assert session.warnings == [] and session.status == "done"
+        # the model answered, but the change it asked for was never made
+        assert session.warnings == [] and session.status == "incomplete"

@@ -69,6 +69,8 @@ PROTOCOLS = ("auto", "native", "text", "constrained")
 _LOOP_PROTOCOLS = (NATIVE, TEXT_FALLBACK, CONSTRAINED)
 #: tool sources whose results go back as text (no ``tool_calls`` entry to answer)
 _TEXT_SOURCES = ("text-fallback", "constrained")
+#: how the result of a rejected change begins (the operator's reason follows)
+REJECTED = "rejected by the operator: "
 #: the argument key that carries a call's arguments when they were not a JSON object
 UNPARSED = "__unparsed__"
 #: beside UNPARSED: why the arguments cannot be used (too deep, a huge number...)
@@ -117,7 +119,8 @@ class _LoopState:
     evicted: list[str] = field(default_factory=list)
     #: calls of the current assistant turn that ran (or were prepared); see MAX_CALLS_PER_TURN
     turn_calls: int = 0
-    #: the error of the last change the model asked for, while no later change succeeded
+    #: the error of the last change the model asked for (or its rejection), while no later
+    #: change succeeded
     unfinished_change: str | None = None
     #: whether the model was already told, this run, that its answer came after a failed change
     nudged: bool = False
@@ -133,6 +136,16 @@ def unfinished_change_note(error: str) -> str:
         f"Your last change was not made: {error} The task is not finished. Send a corrected "
         "change, or answer saying why it cannot be done."
     )
+
+
+def incomplete_reason(unfinished: str | None) -> str | None:
+    """Why an answer leaves the task unfinished, in a few words (the error itself was shown
+    when the change failed)."""
+    if unfinished is None:
+        return None
+    if unfinished.startswith(REJECTED):
+        return f"the last change was rejected ({unfinished.removeprefix(REJECTED)})"
+    return "the last change failed"
 
 
 class LocalToolRuntime:
@@ -237,7 +250,8 @@ class LocalToolRuntime:
             state, request, change = self._load_pending(pending_state)
         except RuneError as err:
             return self._failure_before_loop(err)
-        message = f"rejected by the operator: {reason.strip() or '(no reason given)'}"
+        message = f"{REJECTED}{reason.strip() or '(no reason given)'}"
+        state.unfinished_change = message
         event = self._event(state, request, "rejected", error=message, preview=change.preview)
         self._append_result(state, request, message, ok=False)
         state.batch_done[request.signature] = [False, message]
@@ -678,7 +692,9 @@ class LocalToolRuntime:
     def _answer(self, state: _LoopState, text: str) -> OperatorResponse | None:
         """The model's final answer ends the run, except once: an answer right after a change
         that failed (small models give up and say "done") is sent back to the model."""
-        if state.unfinished_change is not None and not state.nudged:
+        unfinished = state.unfinished_change
+        # A rejection is the operator's word, which the model has already read: no reminder.
+        if unfinished is not None and not state.nudged and not unfinished.startswith(REJECTED):
             state.nudged = True
             note = unfinished_change_note(state.unfinished_change)
             state.messages.append({"role": "user", "content": note})
@@ -686,7 +702,9 @@ class LocalToolRuntime:
         return self._success(state, text)
 
     def _success(self, state: _LoopState, text: str) -> OperatorResponse:
-        return self._respond(state, success=True, text=text)
+        return self._respond(
+            state, success=True, text=text, incomplete=incomplete_reason(state.unfinished_change)
+        )
 
     def _failure(self, state: _LoopState, error: str, kind: str) -> OperatorResponse:
         return self._respond(state, success=False, error=error, error_kind=kind)
