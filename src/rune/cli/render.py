@@ -395,7 +395,10 @@ def ask_decision(
         try:
             if read is not None:
                 return read()
-            return stream.readline() if stream is not None else ""
+            answer = stream.readline() if stream is not None else ""
+            if answer and not stream.isatty():
+                console.print()  # a terminal echoes the answer and its newline; a pipe does not
+            return answer
         except (OSError, ValueError):  # a stdin closed under us
             return ""
 

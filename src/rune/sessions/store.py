@@ -29,7 +29,7 @@ import shutil
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -70,6 +70,8 @@ LOCK_NAME = "lock"
 SUMMARY_NAME = "summary.json"
 SUMMARY_VERSION = 1
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+#: the states ``prune`` may remove: the session ended, or never began
+PRUNABLE: frozenset[Status] = frozenset({"new", "done", "incomplete", "iteration limit", "failed"})
 _ENDED = {"done": "done", "incomplete": "incomplete", "limit": "iteration limit"}
 
 
@@ -493,6 +495,31 @@ class SessionStore:
             workspace=str(data.get("workspace", "")),
             backend=str(data.get("backend", "")),
         )
+
+    def read(self, session_id: str) -> journal.JournalContents:
+        """A session's records, read without its lock (it may be running elsewhere)."""
+        directory = self._directory(session_id)
+        if not (directory / JOURNAL_NAME).is_file():
+            raise SessionNotFound(f"no session {session_id} in {self.root}")
+        return read_journal(directory / JOURNAL_NAME)
+
+    def prune(self, older_than: timedelta) -> tuple[list[str], list[str]]:
+        """Remove the sessions that ended (or never began) and were not updated for
+        ``older_than``; one waiting for approval, running or interrupted is kept. Returns the
+        ids removed and the ids skipped because a process holds them."""
+        cutoff = (datetime.now(UTC) - older_than).isoformat(timespec="milliseconds")
+        removed: list[str] = []
+        busy: list[str] = []
+        for summary in self.list():
+            if summary.status not in PRUNABLE or summary.updated_at > cutoff:
+                continue
+            try:
+                self.remove(summary.id)
+            except SessionLocked:
+                busy.append(summary.id)
+            else:
+                removed.append(summary.id)
+        return removed, busy
 
     def remove(self, session_id: str) -> None:
         """Delete a session; one that a live process drives is refused (SessionLocked)."""
