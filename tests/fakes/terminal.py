@@ -46,7 +46,7 @@ class Terminal:
             stderr=slave,
             env=dict(env),
             cwd=cwd,
-            preexec_fn=_take_terminal,  # noqa: PLW1509 - setsid + controlling tty, nothing else
+            preexec_fn=_take_terminal,  # setsid + the controlling tty, nothing else
             close_fds=True,
         )
         os.close(slave)
