@@ -582,9 +582,20 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
+    import sys
+
     from rune.app import open_rune
     from rune.tui import RuneApp
 
+    streams = (sys.stdin, sys.stdout)
+    if not all(stream is not None and stream.isatty() for stream in streams):
+        err.print(
+            Text(
+                'rune tui needs a terminal on stdin and stdout; without one use `rune run "TASK"`',
+                style="bold red",
+            )
+        )
+        return EXIT_USAGE
     loaded = load_config(args)
     with open_rune(loaded, session_id=args.session, title=(args.task or "")[:80]) as rune:
         app = RuneApp(rune, task=args.task)
