@@ -36,6 +36,7 @@ from rune.app import BackendChoice, auto_approves, build_operator
 from rune.catalog import find, pulled_path
 from rune.config import load
 from rune.embedded import EmbeddedLlamaServer
+from rune.tools.builtin import BUILTIN_TOOLS
 from rune.transport.openai_compat import OpenAICompatTransport
 
 TASKS = Path(__file__).resolve().parent / "tasks"
@@ -103,7 +104,11 @@ def run_task(task: Path, args: argparse.Namespace, transport: FreshStart, model:
                 tools.append(f"{done.name}:{done.status}{detail}")
 
         transport.fresh = True
-        operator = build_operator(settings, choice, transport, model, on_event=note)
+        offered = [t for t in BUILTIN_TOOLS if t.spec.name not in args.without]
+        operator = build_operator(settings, choice, transport, model, on_event=note, tools=offered)
+        if args.without_files:
+            # Ablation: no files in the context up front.
+            operator.contributors.remove(operator._contributor_files)
         request = (task / "task.md").read_text(encoding="utf-8").strip()
         started = time.perf_counter()
         response = operator.send(request)
@@ -153,6 +158,12 @@ def main() -> None:
         "--as-embedded",
         action="store_true",
         help="with --base-url: choose the protocol as for the embedded backend",
+    )
+    parser.add_argument(
+        "--without", action="append", default=[], metavar="TOOL", help="ablation: drop a tool"
+    )
+    parser.add_argument(
+        "--without-files", action="store_true", help="ablation: no files in the context"
     )
     parser.add_argument("--json", type=Path, help="write every outcome here")
     parser.add_argument("--verbose", "-v", action="store_true", help="print the tool calls")

@@ -510,15 +510,22 @@ def build_operator(
     *,
     session: Any = None,
     on_event: ev.EventSink | None = None,
+    tools: Any = None,
 ) -> Any:
     """The operator ``rune run`` drives for ``settings`` on ``transport``: the sandboxed
     tools, the generation options and the tool protocol (also used by ``bench/tasks.py``,
-    which shares one model server between tasks)."""
+    which shares one model server between tasks). ``tools`` replaces the built-in tool set
+    (the benchmark's ablations)."""
     from rune.operator import RuneOperator
 
+    executor = (
+        ToolExecutor(sandbox_policy(settings), settings.workspace)
+        if tools is None
+        else ToolExecutor(sandbox_policy(settings), settings.workspace, tools=tools)
+    )
     return RuneOperator(
         transport,
-        ToolExecutor(sandbox_policy(settings), settings.workspace),
+        executor,
         model=model,
         max_iterations=settings.max_iterations,
         session=session,
