@@ -3,8 +3,10 @@ real command in a subprocess against a real HTTP server speaking Ollama's wire f
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -209,3 +211,90 @@ def test_a_waiting_approval_is_exit_3(home: Path, ollama: FakeOllama, workspace:
     done = run(home, ollama, workspace, "change it")
     assert done.returncode == EXIT_PENDING
     assert "pending approval" in rune(home, "sessions").stdout
+
+
+# --- sessions: list, show, rm, prune; pipes and closed descriptors --------------------------
+
+
+def test_sessions_show_prints_every_output_in_full_and_rm_and_prune_delete(
+    home: Path, ollama: FakeOllama, workspace: Path
+) -> None:
+    printed = "".join(f"line {n}\n" for n in range(40))
+    (workspace / "long.txt").write_text(printed, encoding="utf-8")
+    ollama.script(
+        tool_reply(tool_call("run_command", {"command": "cat long.txt"})),
+        text_reply("It has 40 lines."),
+    )
+    done = run(home, ollama, workspace, "count the lines", "--yes", "--yes")
+    assert done.returncode == EXIT_OK, done.stdout + done.stderr
+    # The run shows the first and last lines, and how to see the rest.
+    assert "│ line 0" in done.stdout and "│ line 39" in done.stdout
+    assert "│ line 20" not in done.stdout
+    session = session_of(done)
+    assert f"`rune sessions show {session}` shows all" in done.stdout
+
+    shown = rune(home, "sessions", "show", session)
+    assert shown.returncode == EXIT_OK
+    for n in range(40):
+        assert f"│ line {n}\n" in shown.stdout
+    assert "> count the lines" in shown.stdout and "It has 40 lines." in shown.stdout
+
+    kept = run(home, ollama, workspace, "again")  # no reply left: a failed session
+    assert rune(home, "sessions").stdout.count("\n") == 2
+    pruned = rune(home, "sessions", "prune", "--days", "0")
+    assert "removed 2 sessions" in pruned.stdout
+    assert rune(home, "sessions").stdout.strip() == "no sessions yet"
+    assert rune(home, "sessions", "rm", session_of(kept)).returncode == EXIT_FAILED
+
+
+def test_a_pending_session_is_not_pruned_and_rm_removes_it(
+    home: Path, ollama: FakeOllama, workspace: Path
+) -> None:
+    ollama.script(tool_reply(tool_call("write_file", {"path": "a.txt", "content": "x\n"})))
+    waiting = run(home, ollama, workspace, "write")
+    assert waiting.returncode == EXIT_PENDING
+    assert "removed 0 sessions" in rune(home, "sessions", "prune", "--days", "0").stdout
+    removed = rune(home, "sessions", "rm", session_of(waiting))
+    assert removed.returncode == EXIT_OK
+    assert rune(home, "sessions").stdout.strip() == "no sessions yet"
+
+
+def test_output_piped_to_a_reader_that_stops_is_quiet(home: Path) -> None:
+    for _ in range(3):
+        assert rune(home, "demo", "--backend", "scripted", "--yes").returncode == EXIT_OK
+    piped = subprocess.run(
+        f"{sys.executable} -m rune.cli sessions | head -1; echo status=${{PIPESTATUS[0]}}",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HOME": str(home)},
+        timeout=60,
+        check=False,
+    )
+    assert piped.stderr == ""
+    assert piped.stdout.count("\n") == 2
+    assert re.search(r"status=(0|141)$", piped.stdout.strip())
+
+
+def test_closed_stdin_and_a_non_utf8_config_are_one_line_errors(home: Path) -> None:
+    closed = subprocess.run(
+        f"{sys.executable} -m rune.cli demo --backend scripted <&-",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HOME": str(home), "NO_COLOR": "1"},
+        timeout=60,
+        check=False,
+    )
+    assert "Traceback" not in closed.stdout + closed.stderr
+    assert closed.returncode == EXIT_PENDING
+    assert "stdin gave no answer" in closed.stderr
+
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "rune" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_bytes(b'model = "caf\xe9"\n')
+    bad = rune(home, "config")
+    assert bad.returncode == EXIT_USAGE
+    assert "not UTF-8" in bad.stderr and str(config) in bad.stderr

@@ -247,9 +247,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     args = command_parser(top.command).parse_args(top.options)
     args.command = top.command
-    from rune.cli.commands import dispatch
+    try:
+        if args.command == "sessions" and args.action == "list" and not args.ids:
+            from rune.cli.listing import list_sessions
 
-    return dispatch(args)
+            return list_sessions()  # the common case, without the rest of the CLI's imports
+        from rune.cli.commands import dispatch
+
+        return dispatch(args)
+    except BrokenPipeError:
+        # The reader went away (`rune sessions | head`): nothing more can be said there.
+        silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush cannot fail loudly."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ from rich.table import Table
 from rich.text import Text
 
 from rune.cli import (
-    EXIT_BROKEN_PIPE,
     EXIT_FAILED,
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
@@ -46,10 +45,6 @@ def dispatch(args: argparse.Namespace) -> int:
     handler: Callable[[argparse.Namespace], int] = COMMANDS[args.command]
     try:
         return handler(args)
-    except BrokenPipeError:
-        # The reader went away (`rune sessions | head`): nothing more can be said there.
-        _silence_stdout()
-        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         err.print("interrupted")
         return EXIT_INTERRUPTED
@@ -59,6 +54,8 @@ def dispatch(args: argparse.Namespace) -> int:
     except RuneError as error:
         err.print(Text(f"{error.kind}: {error}", style="bold red"))
         return EXIT_FAILED
+    except BrokenPipeError:
+        raise  # the reader went away: rune.cli.main exits quietly
     except Exception as error:  # a bug: one line, no traceback (RUNE_DEBUG=1 shows it)
         if os.environ.get("RUNE_DEBUG"):
             raise
@@ -88,17 +85,6 @@ def load_config(args: argparse.Namespace, *, warn: bool = True, **extra: Any) ->
 
 
 # --- driving the loop ---------------------------------------------------------------------
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null, so the interpreter's last flush cannot fail loudly."""
-    import sys
-
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
 
 
 @contextmanager
@@ -359,15 +345,9 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             out.print(f"kept {session_id}: a process is using it")
         out.print(f"removed {len(removed)} session{'s' if len(removed) != 1 else ''}")
         return EXIT_OK
-    summaries = store.list()
-    if not summaries:
-        out.print("no sessions yet")
-        return EXIT_OK
-    # Plain columns, never wrapped or cut: ids must survive a copy and paste or a pipe.
-    for s in summaries:
-        line = f"{s.id}  {s.status:<16}  {s.updated_at[:16].replace('T', ' ')}  {s.workspace}"
-        out.print(Text(visible(f"{line}  {s.model}  {s.title}", keep=""), style=""))
-    return EXIT_OK
+    from rune.cli.listing import list_sessions
+
+    return list_sessions()
 
 
 def show_session(store: Any, session_id: str) -> None:
