@@ -298,3 +298,45 @@ def test_closed_stdin_and_a_non_utf8_config_are_one_line_errors(home: Path) -> N
     bad = rune(home, "config")
     assert bad.returncode == EXIT_USAGE
     assert "not UTF-8" in bad.stderr and str(config) in bad.stderr
+
+
+# --- context: a server that does not report its window ----------------------------------
+
+
+def test_a_file_too_big_for_an_unknown_window_is_cut_with_a_paging_note(home: Path) -> None:
+    from tests.fakes.openai_server import FakeOpenAIServer, text_reply, tool_call_reply
+
+    workspace = home / "big"
+    workspace.mkdir()
+    text = "".join(
+        f"value_{n} = {n * 7919 % 1000003}  # a line of the big module\n" for n in range(480)
+    )
+    assert len(text) > 21_000
+    (workspace / "big.py").write_text(text, encoding="utf-8")
+    # No /props, no metadata in /v1/models: the window is unknown.
+    listing = {"object": "list", "data": [{"id": "m", "object": "model"}]}
+    with FakeOpenAIServer(props=None, models=listing) as server:
+        server.script(
+            tool_call_reply(("call_1", "read_file", {"path": "big.py"})),
+            text_reply("It defines value_0 to value_479."),
+        )
+        done = rune(
+            home,
+            "run",
+            "--workspace",
+            str(workspace),
+            "--backend",
+            server.base_url + "/v1",
+            "--model",
+            "m",
+            "what is in big.py?",
+        )
+        second = server.chat_bodies[1]["messages"]
+    assert done.returncode == EXIT_OK, done.stdout + done.stderr
+    assert "ContextOverflow" not in done.stdout + done.stderr
+    result = next(m["content"] for m in second if m["role"] == "tool")
+    assert "Rune cut this tool output to fit the context window" in result
+    assert "offset and limit" in result
+    assert result.startswith("     1\tvalue_0 = 0")
+    assert len(result) < len(text)
+    assert "cut to" in done.stdout  # the user is told too

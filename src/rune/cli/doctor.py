@@ -11,6 +11,7 @@ from rich.text import Text
 from rune.cli import EXIT_FAILED, EXIT_OK
 from rune.config import LoadedConfig
 from rune.errors import RuneError
+from rune.operator.budget import DEFAULT_WINDOW
 
 PROTOCOL_NOTES = {
     "native": "native tool calls (the model has tools)",
@@ -93,7 +94,12 @@ def run_checks(loaded: LoadedConfig) -> list[Check]:
                     Check(
                         "context",
                         not small,
-                        f"{window or 'unknown'} tokens"
+                        (
+                            f"{window} tokens"
+                            if window
+                            else f"the server does not say; Rune assumes {DEFAULT_WINDOW} tokens "
+                            "(set max_context if you know it) and cuts tool output to fit"
+                        )
                         + (f" (capped at {settings.max_context})" if settings.max_context else ""),
                         "a window under 4096 tokens fills after a few file reads; raise "
                         "num_ctx in the model or use a larger model"
