@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rune.cli.render import diff_text
 from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.view import diff_text
 
 RUNS = 3
 

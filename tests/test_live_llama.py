@@ -160,7 +160,13 @@ def test_the_runtime_drives_the_real_server_within_its_budget(
         options={"max_tokens": MAX_TOKENS, "temperature": 0},
     )
     response = runtime.run(ask("Read calc.py and tell me what add does."))
-    assert response.success or response.paused or response.error_kind is not None
+    # Reading needs no approval, so the run ends one of the ways a run without a change can: an
+    # answer, its two iterations spent, or the breaker (a 135M model may repeat a failing call).
+    assert not response.paused
+    assert response.success or response.error_kind in ("IterationLimit", "CircuitBreaker"), (
+        response.error_kind,
+        response.error,
+    )
     assert 1 <= response.iterations_used <= 2
     assert response.protocol == "native"
     assert all(e.source == "openai-native" for e in response.events)

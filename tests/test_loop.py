@@ -1,4 +1,4 @@
-"""Loop semantics of LocalToolRuntime, one test per claim of the design document."""
+"""Loop semantics of LocalToolRuntime, one test per claim of docs/loop.md."""
 
 from __future__ import annotations
 
@@ -713,6 +713,20 @@ def test_malformed_native_calls_are_answered_as_tool_errors(
     assert resp.pending is None
     assert transport.requests[1].messages[-1]["content"].startswith("Error: ")
     assert (project / "calc.py").read_text() == BROKEN
+
+
+def test_a_malformed_call_is_started_before_it_fails(project: Path) -> None:
+    seen: list[Any] = []
+    executor = ToolExecutor(SandboxPolicy.workspace_only(project), project)
+    bad = {"function": {"name": "read_file", "arguments": "{not json"}}
+    transport = ScriptedTransport([tools(bad), text("sorry")])
+    rt = LocalToolRuntime(transport, executor, model="m", on_event=seen.append)
+    assert rt.run(USER).success
+    tool_events = [e for e in seen if isinstance(e, ev.ToolStarted | ev.ToolFinished)]
+    assert [type(e) for e in tool_events] == [ev.ToolStarted, ev.ToolFinished]
+    started, finished = tool_events
+    assert started.request.name == finished.event.name == "read_file"
+    assert finished.event.status == "failed"
 
 
 def test_an_answer_right_after_a_failed_change_is_sent_back_once(project: Path) -> None:

@@ -1,4 +1,4 @@
-"""Attacks from the bug classes in sandbox-security.md, each tried through the real tools.
+"""Attacks from the bug classes docs/sandbox.md guards against, each tried through the real tools.
 
 Every case must end denied (a ToolError, usually SandboxDenied) with no byte written outside
 the workspace; the outside directory is compared byte for byte after each attempt. The totals

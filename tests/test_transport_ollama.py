@@ -1,4 +1,4 @@
-"""OllamaChatTransport against a real HTTP server speaking Ollama's wire format (ollama-wire.md)."""
+"""OllamaChatTransport against a real HTTP server speaking Ollama's wire format (docs/wire.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What the model may write, and what ``--yes`` may approve for it.
 
 - The ``rune`` command writes only the workspace; other roots come from the user, never the
-  project. ``SandboxPolicy.default()`` keeps the design document's policy for libraries.
+  project. ``SandboxPolicy.default()`` keeps the original policy for libraries (docs/sandbox.md).
 - Protected paths are never written; sensitive ones always ask, even under ``--yes``.
 - Path spellings that do not mean what they show are refused with what to send instead.
 
@@ -43,7 +43,7 @@ def test_rune_policy_writes_only_the_workspace_and_the_library_default_is_unchan
     extra = home / "scratch"
     wider = sandbox_policy(Settings(workspace=workspace, sandbox_write_roots=(extra,)))
     assert validate_write_path(extra / "a.txt", wider, workspace) == extra / "a.txt"
-    # Library callers keep the design document's policy: all of home.
+    # Library callers keep the original policy (docs/sandbox.md): all of home.
     assert validate_write_path(home / "notes.txt", SandboxPolicy.default(home=home), workspace)
 
 

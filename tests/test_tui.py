@@ -12,7 +12,6 @@ from tests.fakes.ollama_server import FakeModel, FakeOllama, Reply, text_reply
 from textual.widgets import Input
 
 from rune.app import BackendChoice, Rune, open_rune, sandbox_policy
-from rune.cli.render import diff_text
 from rune.config import load
 from rune.demo import BROKEN_CALC, DEMO_TASK, FIXED_CALC, scripted_demo_transport
 from rune.operator import RuneOperator
@@ -20,6 +19,7 @@ from rune.tool_executor import ToolExecutor
 from rune.tui import RuneApp
 from rune.tui.approval import ApprovalScreen
 from rune.tui.widgets import ToolLine
+from rune.view import diff_text
 
 
 @pytest.fixture
@@ -166,6 +166,34 @@ async def test_a_sensitive_change_is_shown_as_such_and_not_approved_by_yes(
             shown = "\n".join(str(w.render()) for w in app.screen.query(".bad"))
             assert "sensitive: AGENTS.md steers an agent" in shown
     assert not (workspace / "AGENTS.md").exists()
+
+
+def test_the_header_refreshes_only_once_it_is_on_screen(workspace: Path) -> None:
+    # (`App.is_mounted` is a method, always true: the check must be on the header itself.)
+    with scripted_rune(workspace) as rune:
+        app = RuneApp(rune)
+        app._refresh_header()  # before the app runs there is no screen: this must do nothing
+        assert "step 0/8" in str(app._header_line.render())
+
+
+@pytest.mark.anyio
+async def test_a_malformed_call_is_shown_as_a_failed_tool_line(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    script = workspace.parent / "script.json"
+    broken = {"name": "read_file", "arguments": "{not json"}
+    turns = [{"content": "", "tool_calls": [{"function": broken}]}, {"content": "sorry"}]
+    script.write_text(json.dumps(turns))
+    monkeypatch.setenv("RUNE_SCRIPT", str(script))
+    with scripted_rune(workspace) as rune:
+        app = RuneApp(rune, task="go")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: "✓ done" in notes(app), "the end of the turn")
+            [line] = list(app.query(ToolLine))
+            assert line.status == "failed"
+            assert "not a JSON object" in str(line.title)
 
 
 # --- snapshots: a session-less agent in a fixed place, so the screens are reproducible -----

@@ -187,12 +187,12 @@ def test_a_wheel_without_a_data_file_is_caught(
     assert missing_from_wheel(broken) == {data_file}
 
 
-def test_the_sdist_carries_the_package_and_its_tests(built: Built) -> None:
+def test_the_sdist_carries_the_package_its_tests_and_its_design(built: Built) -> None:
     with tarfile.open(built.sdist) as archive:
         names = {name.partition("/")[2] for name in archive.getnames()}
     wanted = {f"src/{name}" for name in package_files()}
     wanted |= {"pyproject.toml", "README.md", "tests/test_wheel.py", "tests/test_tui.py"}
-    wanted |= {"scripts/setup", "scripts/test"}
+    wanted |= {"scripts/setup", "scripts/test", "docs/loop.md", "docs/sandbox.md"}
     assert wanted - names == set()
     assert not [n for n in names if n.startswith(".venv/") or "__pycache__" in n]
 

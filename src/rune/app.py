@@ -20,7 +20,7 @@ from rune.catalog import DEFAULT_MODEL, CatalogModel, catalog_model_for, pulled_
 from rune.catalog import find as find_catalog_model
 from rune.config import ApprovalMode, LoadedConfig, Settings
 from rune.distribution import EMBEDDED_INSTALL_HINT
-from rune.errors import BackendUnavailable, ConfigError, RuneError
+from rune.errors import BackendUnavailable, ConfigError
 from rune.messages import OperatorResponse, PendingApproval
 from rune.tool_executor import ToolExecutor
 from rune.tools.sandbox import SandboxPolicy
@@ -375,6 +375,10 @@ class Driver(Protocol):
 
     def reject(self, reason: str = "") -> OperatorResponse: ...
 
+    def retry(self) -> OperatorResponse | None: ...
+
+    def reload(self) -> None: ...
+
 
 @dataclass
 class EventRelay:
@@ -554,8 +558,8 @@ def _generation_options(settings: Settings, choice: BackendChoice) -> dict[str, 
 def protocol_for(settings: Settings, choice: BackendChoice) -> str:
     """The tool protocol to run: the setting, and for ``auto`` this rule: the embedded backend
     (small models Rune runs itself, which write native calls as prose) gets the constrained
-    protocol; a server gets the design document's rule (native calls when its model has
-    tools, else the text protocol), which the runtime applies after discovery."""
+    protocol; a server gets the runtime's rule (docs/protocols.md: native calls when its model
+    has tools, else the text protocol), which the runtime applies after discovery."""
     if settings.protocol != "auto":
         return settings.protocol
     return "constrained" if choice.kind == "embedded" else "auto"
@@ -589,7 +593,3 @@ def _settings_for_session(loaded: LoadedConfig, session: Any) -> Settings:
         else:
             recorded["backend"] = backend
     return loaded.settings.model_copy(update=recorded)
-
-
-def describe_error(err: RuneError) -> str:
-    return f"{err.kind}: {err}"

@@ -1,13 +1,17 @@
-"""``python -m rune.canary``: machine-check the design document's claims with no model.
+"""``python -m rune.canary``: machine-check the loop's and the sandbox's claims with no model.
 
-Each check returns None when its claim holds, or a sentence saying what broke. The process
-exits 0 only when every claim holds. Everything runs against ScriptedTransport and real
-files in a throwaway directory; nothing touches the network.
+The claims are the ones docs/loop.md and docs/sandbox.md make: the breaker and its exact
+message, the budget fields, the 1..8 iteration range, approval from serialized state, the
+denial text, the tools block's guidance, one write choke point. Every check lives here. Each
+returns None when its claim holds, or a sentence saying what broke; the process exits 0 only
+when every claim holds. Everything runs against ScriptedTransport and real files in a
+throwaway directory; nothing touches the network.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import sys
 import tempfile
@@ -19,6 +23,7 @@ from rune import local_tool_runtime as loop_module
 from rune.errors import ConfigError, SandboxDenied
 from rune.local_tool_runtime import LocalToolRuntime
 from rune.tool_executor import SandboxPolicy, ToolExecutor, validate_write_path
+from rune.tools.write_sites import unreviewed_write_sites
 from rune.transport.scripted import ScriptedTransport
 
 BREAKER_TEXT = (
@@ -26,8 +31,8 @@ BREAKER_TEXT = (
     "stopping before the iteration budget burns"
 )
 DENIAL_TEXT = (
-    "Access denied: /etc/nope.txt is outside allowed write directories: "
-    "['/home/nick', '/mnt/workdrive']. Write inside one of those directories instead."
+    "Access denied: {target} is outside allowed write directories: {roots}. "
+    "Write inside one of those directories instead."
 )
 # The canary seals with a key of its own: it never creates one in the user's data directory.
 CANARY_KEY = secrets.token_bytes(32)
@@ -125,16 +130,22 @@ def check_approve_from_serialized_state(workspace: Path) -> str | None:
 
 
 def check_denial_text(workspace: Path) -> str | None:
+    # A policy shaped like the default one (a home and a second drive to write, /tmp to read),
+    # with roots of its own: the text must name whatever the roots are.
+    base = Path(os.path.realpath(workspace))
+    home, drive = base / "home", base / "workdrive"
     policy = SandboxPolicy(
-        read_roots=["/home/nick", "/mnt/workdrive", "/tmp"],
-        write_roots=["/home/nick", "/mnt/workdrive"],
-        blocked=["/etc", "/var", "/proc", "/sys"],
+        read_roots=[home, drive, Path(tempfile.gettempdir())],
+        write_roots=[home, drive],
+        blocked=[Path("/etc"), Path("/var")],
     )
+    target = "/etc/nope.txt"
+    expected = DENIAL_TEXT.format(target=target, roots=[str(home), str(drive)])
     try:
-        validate_write_path("/etc/nope.txt", policy)
+        validate_write_path(target, policy)
     except SandboxDenied as err:
-        return None if str(err) == DENIAL_TEXT else f"denial text is {str(err)!r}"
-    return "/etc/nope.txt was allowed"
+        return None if str(err) == expected else f"denial text is {str(err)!r}, not {expected!r}"
+    return f"{target} was allowed"
 
 
 def check_tools_guidance(workspace: Path) -> str | None:
@@ -153,17 +164,15 @@ def check_tools_guidance(workspace: Path) -> str | None:
     return None
 
 
-def _sandbox_check(name: str) -> Callable[[Path], str | None]:
-    """A claim checked by the tools package itself (it knows its own choke point)."""
-
-    def check(_workspace: Path) -> str | None:
-        try:
-            from rune.tools import canary_checks
-        except ImportError:
-            return "rune.tools.canary_checks is missing"
-        return getattr(canary_checks, name)()
-
-    return check
+def check_choke_point(_workspace: Path) -> str | None:
+    try:
+        sites = unreviewed_write_sites()
+    except (OSError, SyntaxError) as err:
+        return f"cannot scan the rune package: {err}"
+    if sites:
+        listed = "; ".join(str(s) for s in sites[:10])
+        return f"{len(sites)} write site(s) outside fs.atomic_write: {listed}"
+    return None
 
 
 CHECKS: dict[str, Callable[[Path], str | None]] = {
@@ -174,7 +183,7 @@ CHECKS: dict[str, Callable[[Path], str | None]] = {
     "approve in a fresh runtime from serialized state": check_approve_from_serialized_state,
     "sandbox denial text names the allowed directories": check_denial_text,
     "tools block ends with the guidance lines": check_tools_guidance,
-    "single write choke point": _sandbox_check("check_choke_point"),
+    "single write choke point": check_choke_point,
 }
 
 

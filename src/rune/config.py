@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rune.errors import ConfigError
+from rune.limits import MAX_ITERATIONS, MIN_ITERATIONS
 
 ApprovalMode = Literal["ask", "edits", "all"]
 Protocol = Literal["auto", "native", "text", "constrained"]
@@ -45,7 +46,10 @@ KEYS: dict[str, tuple[str, str]] = {
     "api_key": ("API key for an OpenAI-compatible server", "a string"),
     "embedded_model": ("GGUF file for the embedded backend", "a path to a .gguf file"),
     "workspace": ("the project directory", "a directory path"),
-    "max_iterations": ("model turns per task", "an integer from 1 to 8"),
+    "max_iterations": (
+        "model turns per task",
+        f"an integer from {MIN_ITERATIONS} to {MAX_ITERATIONS}",
+    ),
     "approval": (
         "which changes need a human",
         "'ask' (every change), 'edits' (file edits auto-approved), 'all' (everything)",
@@ -106,7 +110,9 @@ class Settings(BaseModel):
     api_key: str | None = None
     embedded_model: Path | None = None
     workspace: Path = Field(default_factory=Path.cwd)
-    max_iterations: Annotated[int, Field(ge=1, le=8, strict=False)] = 8
+    max_iterations: Annotated[int, Field(ge=MIN_ITERATIONS, le=MAX_ITERATIONS, strict=False)] = (
+        MAX_ITERATIONS
+    )
     approval: ApprovalMode = "ask"
     max_context: Annotated[int, Field(ge=512)] | None = None
     think: bool | None = None

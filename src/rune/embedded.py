@@ -89,7 +89,7 @@ class EmbeddedLlamaServer:
         self.model = self.model_path.stem
         self._holder: list[Any] = []  # the xllamacpp.Server while running
         self._base_url: str | None = None
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[[], EmbeddedLlamaServer] | None = None
 
     @property
     def base_url(self) -> str:

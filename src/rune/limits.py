@@ -1,4 +1,7 @@
-"""What Rune takes from a model: the size and shape of one reply.
+"""What Rune takes from a model: how many turns a run gets, and the size and shape of one reply.
+
+:data:`MIN_ITERATIONS`..:data:`MAX_ITERATIONS` is the range of ``max_iterations``, the model
+calls one run may make (resumes included); the default is the maximum.
 
 Whoever controls a model's output may send anything. These limits turn the shapes that would
 exhaust memory or the interpreter's stack (or make ``json``/``repr`` refuse an integer) into
@@ -24,6 +27,8 @@ from typing import Any
 
 from rune.errors import ProtocolError
 
+MIN_ITERATIONS = 1
+MAX_ITERATIONS = 8
 MAX_STREAM_BYTES = 64 * 1024 * 1024
 MAX_REPLY_CHARS = 8 * 1024 * 1024
 MAX_NESTING = 64

@@ -24,57 +24,56 @@ with an error the model reads.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rune import constrained, fallback, seal
+from rune import constrained, fallback
 from rune import events as ev
-from rune.errors import (
-    ApprovalMismatch,
-    ConfigError,
-    InvalidPendingState,
-    RuneError,
-    SandboxDenied,
-    ToolInputError,
-    ToolsUnsupported,
-)
-from rune.limits import MAX_CALLS_PER_TURN, shape_problem
+from rune.calls import is_unusable, native_request, tool_request, unusable_error
+from rune.errors import ConfigError, RuneError, SandboxDenied, ToolsUnsupported
+from rune.limits import MAX_CALLS_PER_TURN, MAX_ITERATIONS, MIN_ITERATIONS
 from rune.messages import (
     ChatResult,
     Message,
     OperatorResponse,
-    PendingApproval,
     ToolEvent,
     ToolRequest,
-    ToolSource,
+    ToolStatus,
+    leading_system,
     thaw,
+)
+from rune.seal import load_or_create_key
+from rune.state import (
+    CONSTRAINED,
+    NATIVE,
+    TEXT_FALLBACK,
+    LoopState,
+    PendingState,
+    unseal,
 )
 from rune.tools.spec import Executor, PreparedChange
 from rune.transport.base import Transport
 
-MIN_ITERATIONS = 1
-MAX_ITERATIONS = 8
+__all__ = [
+    "BREAKER_THRESHOLD",
+    "MAX_ITERATIONS",
+    "MIN_ITERATIONS",
+    "PROTOCOLS",
+    "LocalToolRuntime",
+    "RequestShaper",
+    "ShapedRequest",
+    "breaker_message",
+]
+
 BREAKER_THRESHOLD = 2
-# 2: the seal is an HMAC over every field (version 1 states carried a plain SHA-256 of the
-# request and the change, which anyone could recompute).
-STATE_VERSION = 2
-NATIVE = "native"
-TEXT_FALLBACK = "text-fallback"
-CONSTRAINED = "constrained"
-#: what ``protocol=`` takes: "auto" is the design document's rule (native when discovery says
-#: the model has tools, else the text fallback); the others force one protocol
+#: what ``protocol=`` takes: "auto" is Rune's rule (native when discovery says the model has
+#: tools, else the text fallback; see docs/protocols.md); the others force one protocol
 PROTOCOLS = ("auto", "native", "text", "constrained")
-_LOOP_PROTOCOLS = (NATIVE, TEXT_FALLBACK, CONSTRAINED)
 #: tool sources whose results go back as text (no ``tool_calls`` entry to answer)
 _TEXT_SOURCES = ("text-fallback", "constrained")
 #: how the result of a rejected change begins (the operator's reason follows)
 REJECTED = "rejected by the operator: "
-#: the argument key that carries a call's arguments when they were not a JSON object
-UNPARSED = "__unparsed__"
-#: beside UNPARSED: why the arguments cannot be used (too deep, a huge number...)
-PROBLEM = "__problem__"
 
 
 def breaker_message(name: str, count: int) -> str:
@@ -100,35 +99,6 @@ class RequestShaper(Protocol):
     def shape(self, model: str, messages: Sequence[Message]) -> ShapedRequest: ...
 
     def observe(self, shaped: ShapedRequest, result: ChatResult) -> None: ...
-
-
-@dataclass
-class _LoopState:
-    """Everything needed to continue the loop, in a form that survives JSON."""
-
-    messages: list[Message]
-    protocol: str
-    iterations_used: int = 0
-    queue: list[ToolRequest] = field(default_factory=list)
-    batch_done: dict[str, list[Any]] = field(default_factory=dict)
-    streak_signature: str | None = None
-    streak_count: int = 0
-    events: list[ToolEvent] = field(default_factory=list)
-    thinking: str = ""
-    warnings: list[str] = field(default_factory=list)
-    evicted: list[str] = field(default_factory=list)
-    #: calls of the current assistant turn that ran (or were prepared); see MAX_CALLS_PER_TURN
-    turn_calls: int = 0
-    #: the error of the last change the model asked for (or its rejection), while no later
-    #: change succeeded
-    unfinished_change: str | None = None
-    #: whether the model was already told, this run, that its answer came after a failed change
-    nudged: bool = False
-
-    def new_turn(self, queue: list[ToolRequest]) -> None:
-        self.queue = queue
-        self.batch_done = {}
-        self.turn_calls = 0
 
 
 def unfinished_change_note(error: str) -> str:
@@ -210,7 +180,7 @@ class LocalToolRuntime:
         except Exception as err:  # a transport that broke its contract
             return self._failure_before_loop(_transport_failure(err))
         history = [dict(m) for m in messages]
-        state = _LoopState(messages=history, protocol=protocol)
+        state = LoopState(messages=history, protocol=protocol)
         state.queue = self._unanswered_calls(history, protocol)
         if protocol == TEXT_FALLBACK:
             self._inject_fallback_prompt(state)
@@ -227,12 +197,16 @@ class LocalToolRuntime:
         native = self.transport.supports_tools(self.model)
         return NATIVE if native or self.protocol == "native" else TEXT_FALLBACK
 
-    def approve(self, pending_state: Mapping[str, Any]) -> OperatorResponse:
-        """Apply the prepared change the state waits on (after re-validation), then go on."""
+    def approve(self, pending_state: PendingState | Mapping[str, Any]) -> OperatorResponse:
+        """Apply the prepared change the state waits on (after re-validation), then go on.
+
+        ``pending_state`` is ``OperatorResponse.pending_state`` (plain JSON, from this process
+        or another) or a :class:`rune.state.PendingState`; either way its seal is checked."""
         try:
-            state, request, change = self._load_pending(pending_state)
+            pending = unseal(pending_state, self._key)
         except RuneError as err:
             return self._failure_before_loop(err)
+        state, request, change = pending.loop_state(), pending.request, pending.change
         try:
             output = self.executor.apply(change)
         except Exception as err:
@@ -244,25 +218,26 @@ class LocalToolRuntime:
         state.queue.pop(0)
         return self._run_loop(state)
 
-    def reject(self, pending_state: Mapping[str, Any], reason: str = "") -> OperatorResponse:
+    def reject(
+        self, pending_state: PendingState | Mapping[str, Any], reason: str = ""
+    ) -> OperatorResponse:
         """Refuse the prepared change; the model hears why and the loop goes on."""
         try:
-            state, request, change = self._load_pending(pending_state)
+            pending = unseal(pending_state, self._key)
         except RuneError as err:
             return self._failure_before_loop(err)
+        state, request = pending.loop_state(), pending.request
         message = f"{REJECTED}{reason.strip() or '(no reason given)'}"
         state.unfinished_change = message
-        event = self._event(state, request, "rejected", error=message, preview=change.preview)
-        self._append_result(state, request, message, ok=False)
-        state.batch_done[request.signature] = [False, message]
-        state.events.append(event)
-        self.on_event(ev.ToolFinished(event))
+        self._finish(
+            state, request, "rejected", message, error=message, preview=pending.change.preview
+        )
         state.queue.pop(0)
         return self._run_loop(state)
 
     # --- the loop -----------------------------------------------------------------------
 
-    def _run_loop(self, state: _LoopState) -> OperatorResponse:
+    def _run_loop(self, state: LoopState) -> OperatorResponse:
         while True:
             while state.queue:
                 request = state.queue[0]
@@ -272,8 +247,10 @@ class LocalToolRuntime:
                     self._append_result(state, request, done[1], ok=done[0])
                     state.queue.pop(0)
                     continue
-                if UNPARSED in request.arguments:
-                    stop = self._record_failure(state, request, _unusable(request))
+                if is_unusable(request):
+                    # Started, then failed at once: every finished call was started first.
+                    self.on_event(ev.ToolStarted(request, state.iterations_used))
+                    stop = self._record_failure(state, request, unusable_error(request))
                 elif state.turn_calls >= MAX_CALLS_PER_TURN:
                     self._refuse_over_cap(state, request)
                     stop = None
@@ -319,7 +296,7 @@ class LocalToolRuntime:
             if stop is not None:
                 return stop
 
-    def _chat(self, state: _LoopState) -> ChatResult:
+    def _chat(self, state: LoopState) -> ChatResult:
         shaped = (
             self.shaper.shape(self.model, state.messages)
             if self.shaper is not None
@@ -356,7 +333,7 @@ class LocalToolRuntime:
         except RuneError:
             return False
 
-    def _take_turn(self, state: _LoopState, result: ChatResult) -> OperatorResponse | None:
+    def _take_turn(self, state: LoopState, result: ChatResult) -> OperatorResponse | None:
         """Record the assistant turn; queue its calls, or finish on visible text."""
         message = result.message
         content = str(message.get("content") or "")
@@ -372,7 +349,7 @@ class LocalToolRuntime:
         if native_calls and state.protocol == NATIVE:
             stored["tool_calls"] = [thaw(c) for c in native_calls]
             state.messages.append(stored)
-            state.new_turn([self._native_request(c) for c in native_calls])
+            state.new_turn([native_request(c, self.transport.native_source) for c in native_calls])
             return None
         state.messages.append(stored)
         parsed = fallback.parse_tool_calls(content, self._tool_names)
@@ -386,7 +363,7 @@ class LocalToolRuntime:
         return self._answer(state, parsed.visible_text)
 
     def _take_constrained_turn(
-        self, state: _LoopState, content: str, done_reason: str | None
+        self, state: LoopState, content: str, done_reason: str | None
     ) -> OperatorResponse | None:
         turn = constrained.parse_turn(content, self._tool_names)
         if turn.call is not None:
@@ -411,7 +388,8 @@ class LocalToolRuntime:
             if message.get("role") != "assistant":
                 return []
             if message.get("tool_calls"):
-                return [self._native_request(c) for c in message["tool_calls"][answered:]]
+                calls = message["tool_calls"][answered:]
+                return [native_request(c, self.transport.native_source) for c in calls]
             if answered:
                 return []
             content = str(message.get("content") or "")
@@ -421,43 +399,20 @@ class LocalToolRuntime:
             return _text_requests(fallback.parse_tool_calls(content, self._tool_names))
         return []
 
-    def _native_request(self, call: Mapping[str, Any]) -> ToolRequest:
-        source: ToolSource = self.transport.native_source
-        function = call.get("function") if isinstance(call, Mapping) else None
-        if not isinstance(function, Mapping):
-            return ToolRequest("", {UNPARSED: json.dumps(thaw(call), default=str)}, None, source)
-        name = function.get("name")
-        name = name if isinstance(name, str) else ""
-        arguments = function.get("arguments")
-        if isinstance(arguments, str):
-            raw = arguments
-            try:
-                arguments = json.loads(raw) if raw.strip() else {}
-            except json.JSONDecodeError:
-                pass
-            except (ValueError, RecursionError):
-                # An integer past Python's digit limit, or nesting past the stack.
-                unusable = {UNPARSED: raw[:200], PROBLEM: _problem_of(raw)}
-                return _request(name, unusable, call, source)
-        if not isinstance(arguments, Mapping):
-            arguments = {UNPARSED: str(arguments)}
-        return _request(name, arguments, call, source)
-
-    def _refuse_over_cap(self, state: _LoopState, request: ToolRequest) -> None:
+    def _refuse_over_cap(self, state: LoopState, request: ToolRequest) -> None:
         """Answer a call past the per-turn cap without running it (not a failure of the tool:
         the breaker does not count it)."""
         message = f"Error: not run: at most {MAX_CALLS_PER_TURN} tool calls run per turn; ask again"
-        if not any(done == [False, message] for done in state.batch_done.values()):
+        if (False, message) not in state.batch_done.values():
             warning = (
                 f"the model asked for more than {MAX_CALLS_PER_TURN} tool calls in one turn; "
                 f"{len(state.queue)} more were answered with an error, not run"
             )
             state.warnings.append(warning)
             self.on_event(ev.Warning(warning))
-        self._append_result(state, request, message, ok=False)
-        state.batch_done[request.signature] = [False, message]
+        self._answer_call(state, request, message, ok=False)
 
-    def _protocol_error(self, state: _LoopState, error: str) -> OperatorResponse | None:
+    def _protocol_error(self, state: LoopState, error: str) -> OperatorResponse | None:
         """A reply that tried to call a tool and failed to parse: tell the model how."""
         feedback = f"Your tool call could not be used: {error}. {fallback.expected_format_hint()}"
         state.messages.append({"role": "user", "content": feedback})
@@ -466,7 +421,7 @@ class LocalToolRuntime:
 
     # --- executing requests -------------------------------------------------------------
 
-    def _dispatch(self, state: _LoopState, request: ToolRequest) -> OperatorResponse | None:
+    def _dispatch(self, state: LoopState, request: ToolRequest) -> OperatorResponse | None:
         self.on_event(ev.ToolStarted(request, state.iterations_used))
         try:
             output = self.executor.run(request.name, request.arguments)
@@ -475,7 +430,7 @@ class LocalToolRuntime:
         self._record_success(state, request, output)
         return None
 
-    def _prepare(self, state: _LoopState, request: ToolRequest) -> OperatorResponse | None:
+    def _prepare(self, state: LoopState, request: ToolRequest) -> OperatorResponse | None:
         self.on_event(ev.ToolStarted(request, state.iterations_used))
         try:
             change = self.executor.prepare(request.name, request.arguments)
@@ -484,38 +439,53 @@ class LocalToolRuntime:
         return self._pause(state, request, change)
 
     def _record_success(
-        self, state: _LoopState, request: ToolRequest, output: str, *, preview: str | None = None
+        self, state: LoopState, request: ToolRequest, output: str, *, preview: str | None = None
     ) -> None:
         state.streak_signature, state.streak_count = None, 0
         if self.executor.is_mutating(request.name):
             state.unfinished_change = None
-        self._append_result(state, request, output, ok=True)
-        state.batch_done[request.signature] = [True, output]
-        event = self._event(state, request, "done", output=output, preview=preview)
-        state.events.append(event)
-        self.on_event(ev.ToolFinished(event))
+        self._finish(state, request, "done", output, output=output, preview=preview)
 
     def _record_failure(
         self,
-        state: _LoopState,
+        state: LoopState,
         request: ToolRequest,
         err: Exception,
         *,
         preview: str | None = None,
     ) -> OperatorResponse | None:
         message = str(err) if isinstance(err, RuneError) else f"internal error: {err!r}"
-        status = "denied" if isinstance(err, SandboxDenied) else "failed"
+        status: ToolStatus = "denied" if isinstance(err, SandboxDenied) else "failed"
         if self.executor.is_mutating(request.name):
             state.unfinished_change = message
-        self._append_result(state, request, f"Error: {message}", ok=False)
-        state.batch_done[request.signature] = [False, f"Error: {message}"]
-        event = self._event(state, request, status, error=message, preview=preview)
-        state.events.append(event)
-        self.on_event(ev.ToolFinished(event))
+        self._finish(state, request, status, f"Error: {message}", error=message, preview=preview)
         return self._count_failure(state, request.name, request.signature)
 
+    def _finish(
+        self,
+        state: LoopState,
+        request: ToolRequest,
+        status: ToolStatus,
+        result: str,
+        *,
+        output: str | None = None,
+        error: str | None = None,
+        preview: str | None = None,
+    ) -> None:
+        """A call's end: ``result`` answers it, its event is recorded and sent."""
+        self._answer_call(state, request, result, ok=status == "done")
+        event = self._event(state, request, status, output=output, error=error, preview=preview)
+        state.events.append(event)
+        self.on_event(ev.ToolFinished(event))
+
+    def _answer_call(
+        self, state: LoopState, request: ToolRequest, result: str, *, ok: bool
+    ) -> None:
+        self._append_result(state, request, result, ok=ok)
+        state.batch_done[request.signature] = (ok, result)
+
     def _count_failure(
-        self, state: _LoopState, name: str, signature: str
+        self, state: LoopState, name: str, signature: str
     ) -> OperatorResponse | None:
         if signature == state.streak_signature:
             state.streak_count += 1
@@ -526,7 +496,7 @@ class LocalToolRuntime:
         return None
 
     def _append_result(
-        self, state: _LoopState, request: ToolRequest, content: str, *, ok: bool
+        self, state: LoopState, request: ToolRequest, content: str, *, ok: bool
     ) -> None:
         # A call the model wrote as text is answered as text, also on a native model: a
         # ``tool`` message that answers no ``tool_calls`` entry is refused by OpenAI-style servers.
@@ -541,9 +511,9 @@ class LocalToolRuntime:
 
     def _event(
         self,
-        state: _LoopState,
+        state: LoopState,
         request: ToolRequest,
-        status: Any,
+        status: ToolStatus,
         *,
         output: str | None = None,
         error: str | None = None,
@@ -561,121 +531,52 @@ class LocalToolRuntime:
             preview=preview,
         )
 
-    def _switch_to_fallback(self, state: _LoopState, reason: str) -> None:
+    def _switch_to_fallback(self, state: LoopState, reason: str) -> None:
         state.protocol = TEXT_FALLBACK
         warning = f"{reason}; switched to the text-fallback tool protocol"
         state.warnings.append(warning)
         self.on_event(ev.Warning(warning))
         self._inject_fallback_prompt(state)
 
-    def _inject_fallback_prompt(self, state: _LoopState) -> None:
+    def _inject_fallback_prompt(self, state: LoopState) -> None:
         self._inject_prompt(state, fallback.fallback_prompt(self.executor.specs()), TEXT_FALLBACK)
 
-    def _inject_prompt(self, state: _LoopState, prompt: str, protocol: str) -> None:
+    def _inject_prompt(self, state: LoopState, prompt: str, protocol: str) -> None:
         """The runtime-owned protocol prompt, after the caller's system messages and before
         the conversation: a stable prefix for the prompt cache."""
-        at = 0
-        while at < len(state.messages) and state.messages[at].get("role") == "system":
-            at += 1
-        state.messages.insert(at, {"role": "system", "content": prompt})
+        state.messages.insert(leading_system(state.messages), {"role": "system", "content": prompt})
         self.on_event(ev.FallbackPromptInjected(self.model, prompt, protocol))
 
     # --- pause and resume ---------------------------------------------------------------
 
     def _pause(
-        self, state: _LoopState, request: ToolRequest, change: PreparedChange
+        self, state: LoopState, request: ToolRequest, change: PreparedChange
     ) -> OperatorResponse:
-        pending = _approval_of(change)
-        self.on_event(ev.ApprovalRequired(pending))
+        pending = PendingState.of(
+            state, model=self.model, iteration_budget=self.max_iterations, change=change
+        )
+        self.on_event(ev.ApprovalRequired(pending.approval))
         waiting = self._event(state, request, "pending_approval", preview=change.preview)
-        serial = {
-            "rune_pending_state": STATE_VERSION,
-            "model": self.model,
-            "protocol": state.protocol,
-            "messages": state.messages,
-            "iterations_used": state.iterations_used,
-            "iteration_budget": self.max_iterations,
-            "queue": [r.to_json() for r in state.queue],
-            "batch_done": state.batch_done,
-            "streak": [state.streak_signature, state.streak_count],
-            "turn_calls": state.turn_calls,
-            "events": [e.to_json() for e in state.events],
-            "thinking": state.thinking,
-            "warnings": state.warnings,
-            "evicted": state.evicted,
-            "unfinished_change": state.unfinished_change,
-            "nudged": state.nudged,
-            "change": change.to_json(),
-        }
         try:
-            serial[seal.SEAL_FIELD] = seal.sign(serial, self._key())
+            sealed = pending.sealed(self._key())
         except RuneError as err:
             return self._failure(state, f"cannot seal the approval: {err}", err.kind)
         return self._respond(
             state,
             success=False,
             events=(*state.events, waiting),
-            pending=pending,
-            _pending_json=json.dumps(serial, ensure_ascii=False),
+            pending=pending.approval,
+            _pending_json=sealed.dumps(),
         )
 
     def _key(self) -> bytes:
         if self._seal_key is None:
-            self._seal_key = seal.load_or_create_key()
+            self._seal_key = load_or_create_key()
         return self._seal_key
-
-    def _load_pending(
-        self, data: Mapping[str, Any]
-    ) -> tuple[_LoopState, ToolRequest, PreparedChange]:
-        if not isinstance(data, Mapping) or data.get("rune_pending_state") != STATE_VERSION:
-            raise InvalidPendingState(
-                "this is not a pending approval written by this version of Rune"
-            )
-        if not isinstance(data.get(seal.SEAL_FIELD), str):
-            raise InvalidPendingState("the pending state is damaged: it has no seal")
-        if not seal.verify(data, self._key()):
-            # Any field: the change and its preview, but also the messages, the queue and the
-            # budget a resumed loop would trust.
-            raise ApprovalMismatch(
-                "the pending state was altered after it was prepared, or sealed by another "
-                "Rune user's key; approval binds to exactly what was shown, so nothing was "
-                "applied"
-            )
-        try:
-            queue = [ToolRequest.from_json(r) for r in data["queue"]]
-            change = PreparedChange.from_json(data["change"])
-            streak_signature, streak_count = data["streak"]
-            state = _LoopState(
-                messages=[dict(m) for m in data["messages"]],
-                protocol=str(data["protocol"]),
-                iterations_used=int(data["iterations_used"]),
-                queue=queue,
-                batch_done={str(k): list(v) for k, v in data["batch_done"].items()},
-                streak_signature=streak_signature,
-                streak_count=int(streak_count),
-                events=[ToolEvent.from_json(e) for e in data["events"]],
-                thinking=str(data.get("thinking", "")),
-                warnings=list(data.get("warnings", [])),
-                evicted=list(data.get("evicted", [])),
-                turn_calls=int(data.get("turn_calls", 0)),
-                unfinished_change=_optional_str(data.get("unfinished_change")),
-                nudged=bool(data.get("nudged", False)),
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
-            raise InvalidPendingState(f"the pending state is damaged: {err!r}") from None
-        if not queue or state.protocol not in _LOOP_PROTOCOLS:
-            raise InvalidPendingState("the pending state has no request waiting for approval")
-        request = queue[0]
-        if change.tool != request.name or change.arguments != request.arguments:
-            raise ApprovalMismatch(
-                f"the pending {request.name} request does not match the change that was shown; "
-                "nothing was applied"
-            )
-        return state, request, change
 
     # --- responses ----------------------------------------------------------------------
 
-    def _respond(self, state: _LoopState, **outcome: Any) -> OperatorResponse:
+    def _respond(self, state: LoopState, **outcome: Any) -> OperatorResponse:
         """A response that carries the loop's state: budget, history, events, warnings."""
         outcome.setdefault("events", tuple(state.events))
         return OperatorResponse(
@@ -689,24 +590,24 @@ class LocalToolRuntime:
             **outcome,
         )
 
-    def _answer(self, state: _LoopState, text: str) -> OperatorResponse | None:
+    def _answer(self, state: LoopState, text: str) -> OperatorResponse | None:
         """The model's final answer ends the run, except once: an answer right after a change
         that failed (small models give up and say "done") is sent back to the model."""
         unfinished = state.unfinished_change
         # A rejection is the operator's word, which the model has already read: no reminder.
         if unfinished is not None and not state.nudged and not unfinished.startswith(REJECTED):
             state.nudged = True
-            note = unfinished_change_note(state.unfinished_change)
+            note = unfinished_change_note(unfinished)
             state.messages.append({"role": "user", "content": note})
             return None
         return self._success(state, text)
 
-    def _success(self, state: _LoopState, text: str) -> OperatorResponse:
+    def _success(self, state: LoopState, text: str) -> OperatorResponse:
         return self._respond(
             state, success=True, text=text, incomplete=incomplete_reason(state.unfinished_change)
         )
 
-    def _failure(self, state: _LoopState, error: str, kind: str) -> OperatorResponse:
+    def _failure(self, state: LoopState, error: str, kind: str) -> OperatorResponse:
         return self._respond(state, success=False, error=error, error_kind=kind)
 
     def _failure_before_loop(self, err: RuneError) -> OperatorResponse:
@@ -719,75 +620,13 @@ class LocalToolRuntime:
         )
 
 
-def pending_view(state: Mapping[str, Any]) -> PendingApproval:
-    """What a pending state asks the operator to approve, read from the change that ``approve``
-    would apply (never from a separate description that could say something else)."""
-    try:
-        change = PreparedChange.from_json(state["change"])
-    except (KeyError, TypeError, ValueError, AttributeError) as err:
-        raise InvalidPendingState(f"the pending state is damaged: {err!r}") from None
-    return _approval_of(change)
-
-
-def _approval_of(change: PreparedChange) -> PendingApproval:
-    return PendingApproval(
-        name=change.tool,
-        arguments=change.arguments,
-        summary=change.summary,
-        preview=change.preview,
-        contained=change.contained,
-        sensitive=change.sensitive,
-    )
-
-
 def _constrained_request(turn: constrained.ConstrainedTurn) -> ToolRequest:
     assert turn.call is not None
-    return _request(turn.call.name, turn.call.arguments, None, "constrained")
+    return tool_request(turn.call.name, turn.call.arguments, None, "constrained")
 
 
 def _text_requests(parsed: fallback.ParseOutcome) -> list[ToolRequest]:
-    return [_request(c.name, c.arguments, None, "text-fallback") for c in parsed.calls]
-
-
-def _optional_str(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _request(
-    name: str, arguments: Mapping[str, Any], call: Any, source: ToolSource = "ollama-native"
-) -> ToolRequest:
-    """A request whose arguments are in a shape Rune takes; otherwise one that answers the
-    model with why not (it never runs)."""
-    call_id = call.get("id") if isinstance(call, Mapping) else call
-    problem = shape_problem(arguments)
-    if problem is not None:
-        arguments = {UNPARSED: "", PROBLEM: f"they are {problem}"}
-    return ToolRequest(name, arguments, call_id, source)
-
-
-def _problem_of(raw: str) -> str:
-    try:
-        json.loads(raw)
-    except RecursionError:
-        return "they are nested too deeply to read"
-    except ValueError as err:
-        if "digits" in str(err):
-            return "they carry an integer too long to read"
-        return f"they cannot be read ({err})"
-    return "they cannot be read"
-
-
-def _unusable(request: ToolRequest) -> ToolInputError:
-    name = request.name or "the call"
-    problem = request.arguments.get(PROBLEM)
-    if problem:
-        return ToolInputError(
-            f"the arguments of {name} cannot be used: {problem}. Send a flat JSON object with "
-            "the tool's arguments."
-        )
-    return ToolInputError(
-        f"the arguments of {name} are not a JSON object: {str(request.arguments[UNPARSED])[:200]!r}"
-    )
+    return [tool_request(c.name, c.arguments, None, "text-fallback") for c in parsed.calls]
 
 
 def _transport_failure(err: Exception) -> RuneError:

@@ -8,7 +8,7 @@ transports translate from.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -29,8 +29,8 @@ class FrozenDict(dict[str, Any]):
         raise TypeError("FrozenDict is immutable")
 
     __setitem__ = __delitem__ = _refuse
-    clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
-    __ior__ = _refuse  # type: ignore[assignment]
+    clear = pop = popitem = setdefault = update = _refuse
+    __ior__ = _refuse
 
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(canonical_json(self))
@@ -65,6 +65,28 @@ def thaw(value: Any) -> Any:
 def canonical_json(value: Any) -> str:
     """The one canonical form used for dedup, the breaker and approval seals."""
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def leading_system(messages: Sequence[Mapping[str, Any]]) -> int:
+    """How many system messages lead the list (the caller's, then the runtime's own)."""
+    at = 0
+    while at < len(messages) and messages[at].get("role") == "system":
+        at += 1
+    return at
+
+
+def message_chars(message: Mapping[str, Any]) -> int:
+    """The characters a message puts in a prompt: content, thinking and tool calls as JSON.
+    What the context budget and the truncation check estimate tokens from."""
+    chars = len(str(message.get("content") or "")) + len(str(message.get("thinking") or ""))
+    if message.get("tool_calls"):
+        chars += len(json.dumps(thaw(message["tool_calls"]), ensure_ascii=False))
+    return chars
+
+
+def tools_chars(tools: Sequence[Mapping[str, Any]]) -> int:
+    """The characters the tool schemas of a request take, as JSON."""
+    return len(json.dumps([thaw(t) for t in tools], ensure_ascii=False))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """``ToolExecutor``: the built-in tools behind the sandbox, as the loop sees them.
 
 ``validate_write_path`` / ``validate_read_path`` live in :mod:`rune.tools.sandbox` and are
-re-exported here, where the design document names them.
+re-exported here, the import path that docs/loop.md ("Names that stay") keeps.
 """
 
 from __future__ import annotations
@@ -98,7 +98,8 @@ def _os_errors_as_tool_errors(tool: str) -> Iterator[None]:
 
 
 class ToolExecutor:
-    """The built-in tools, confined by ``policy`` (default: the design document's policy).
+    """The built-in tools, confined by ``policy`` (default: ``SandboxPolicy.default()``,
+    docs/sandbox.md).
 
     Relative paths resolve against ``workspace`` (default: the current directory at
     construction), never against a directory the model names. ``contain_commands``: True =

@@ -1,7 +1,7 @@
 """A fake Ollama: a real HTTP server on 127.0.0.1 in a thread, answering like Ollama does.
 
 It serves ``/api/chat`` (streamed NDJSON, chunked, one object per line, exactly the shapes
-``ollama-wire.md`` records), ``/api/show`` and ``/api/tags``, and records every request body so a
+``docs/wire.md`` records), ``/api/show`` and ``/api/tags``, and records every request body so a
 test can pin the JSON the client sent. Before a scripted reply is used, ``/api/chat`` makes the
 checks the real server makes: unknown model → 404, ``tools`` to a model without the ``tools``
 capability → 400 "... does not support tools", ``think`` to a non-thinking model → 400.
@@ -165,7 +165,8 @@ def tool_reply(
     *calls: Mapping[str, Any], thinking: str | None = None, on_final: bool = False
 ) -> Reply:
     """Tool calls, after optional streamed thinking: on a ``done:false`` chunk followed by an
-    empty final chunk (docs/api.md), or on the final chunk itself (``on_final``)."""
+    empty final chunk (as Ollama's own docs/api.md shows), or on the final chunk itself
+    (``on_final``)."""
     lines: list[Line] = [chunk(thinking=piece) for piece in _pieces(thinking or "")]
     if on_final:
         lines.append(final(tool_calls=calls))

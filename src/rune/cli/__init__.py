@@ -17,24 +17,30 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_PENDING = 3
-EXIT_INCOMPLETE = 4
-EXIT_LIMIT = 5
-EXIT_INTERRUPTED = 130
-EXIT_BROKEN_PIPE = 141
+from rune.cli.exits import (
+    EXIT_BROKEN_PIPE,
+    EXIT_FAILED,
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    EXIT_LIMIT,
+    EXIT_MEANINGS,
+    EXIT_OK,
+    EXIT_PENDING,
+    EXIT_USAGE,
+)
 
-EXIT_MEANINGS = {
-    EXIT_OK: "done",
-    EXIT_FAILED: "failed",
-    EXIT_USAGE: "bad usage or config",
-    EXIT_PENDING: "approval waiting",
-    EXIT_INCOMPLETE: "answered but not finished",
-    EXIT_LIMIT: "iteration budget spent",
-    EXIT_INTERRUPTED: "interrupted",
-}
+__all__ = [
+    "EXIT_BROKEN_PIPE",
+    "EXIT_FAILED",
+    "EXIT_INCOMPLETE",
+    "EXIT_INTERRUPTED",
+    "EXIT_LIMIT",
+    "EXIT_OK",
+    "EXIT_PENDING",
+    "EXIT_USAGE",
+    "build_parser",
+    "main",
+]
 _EPILOG = (
     "first time? `rune demo` fixes a bug in a throw-away sample project.\nexit status: "
     + ", ".join(f"{code} {meaning}" for code, meaning in EXIT_MEANINGS.items())

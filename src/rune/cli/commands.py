@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from rune.cli import (
+from rune.cli.exits import (
     EXIT_FAILED,
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
@@ -177,7 +177,7 @@ def drive(
 
 def _pager(pending: Any) -> Callable[[], None] | None:
     """ "d" at the approval prompt: the whole diff in the pager, on a terminal."""
-    from rune.cli.render import is_command
+    from rune.view import is_command
 
     if not out.is_terminal or is_command(pending) or not pending.preview:
         return None
@@ -298,11 +298,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
         status = operator.session.status
 
         def start() -> OperatorResponse | None:
-            if args.again or status == "failed":
-                # A fresh budget from the last journaled point: after the budget ran out, or
-                # a failure that may have been passing (a server error, a timeout).
-                return operator.retry()
-            return operator.resume()
+            # A fresh budget from the last journaled point: after the budget ran out, or a
+            # failure that may have been passing (a server error, a timeout).
+            again = args.again or status == "failed"
+            response: OperatorResponse | None = operator.retry() if again else operator.resume()
+            return response
 
         code, response = drive(rune, reporter, start)
     if response is None and code == EXIT_OK:
@@ -409,7 +409,7 @@ def _show_events(events: list[Any]) -> None:
 
 
 def _show_message(message: Any, from_user: bool) -> None:
-    from rune.cli.render import describe_request
+    from rune.view import describe_request
 
     if not isinstance(message, dict):
         return
@@ -433,12 +433,12 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
     if not args.name:
         table = Table("model", "size", "pulled", "", box=None)
-        for model in CATALOG.values():
+        for entry in CATALOG.values():
             table.add_row(
-                model.name,
-                f"{model.size / 1e9:.2f} GB",
-                "yes" if model.is_pulled() else "no",
-                model.summary,
+                entry.name,
+                f"{entry.size / 1e9:.2f} GB",
+                "yes" if entry.is_pulled() else "no",
+                entry.summary,
             )
         out.print(table)
         return EXIT_OK

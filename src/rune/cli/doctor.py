@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.text import Text
 
-from rune.cli import EXIT_FAILED, EXIT_OK
+from rune.cli.exits import EXIT_FAILED, EXIT_OK
 from rune.config import LoadedConfig
 from rune.errors import RuneError
-from rune.operator.budget import DEFAULT_WINDOW
+from rune.transport.base import DEFAULT_WINDOW
 
 PROTOCOL_NOTES = {
     "native": "native tool calls (the model has tools)",

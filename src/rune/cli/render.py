@@ -1,5 +1,6 @@
 """How the loop looks in a plain terminal: streamed text, dimmed thinking, one line per tool
-event with ``step n/N``, coloured diffs, and the approve / reject question.
+event with ``step n/N``, coloured diffs, and the approve / reject question. What the TUI shows
+the same way lives in :mod:`rune.view`.
 
 Everything a model wrote (text, thinking, tool names and arguments, errors and warnings that
 quote them) goes through :func:`rune.text.visible` and into a ``rich`` ``Text``, never a markup
@@ -15,7 +16,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -24,6 +24,19 @@ from rich.text import Text
 from rune import events as ev
 from rune.messages import OperatorResponse, PendingApproval, ToolEvent, ToolRequest
 from rune.text import visible
+from rune.view import (
+    SHOWN_OUTPUT_TOOLS,
+    Decision,
+    describe_request,
+    diff_text,
+    elapsed,
+    is_command,
+    output_excerpt,
+    sensitive_note,
+    tool_outcome,
+)
+
+__all__ = ["STATUS_MARK", "ConsoleReporter", "Decision", "ask_decision", "page_text"]
 
 STATUS_MARK = {
     "done": ("✓", "green"),
@@ -32,130 +45,8 @@ STATUS_MARK = {
     "rejected": ("↩", "yellow"),
     "pending_approval": ("?", "yellow"),
 }
-MAX_ARGUMENT_CHARS = 60
-#: a diff longer than this is shown cut: its head and tail, with the count of hidden lines
-DIFF_HEAD_LINES = 80
-DIFF_TAIL_LINES = 20
-#: what a command printed, on its tool line: the first and the last lines
-OUTPUT_HEAD_LINES = 8
-OUTPUT_TAIL_LINES = 4
-#: tools whose output the CLI shows (others say how many lines they produced)
-SHOWN_OUTPUT_TOOLS = frozenset({"run_command"})
 #: how often the status line is redrawn (seconds)
 TICK_SECONDS = 0.25
-
-
-def describe_request(name: str, arguments: object) -> str:
-    """``read_file path='calc.py'``: long values (file contents) are cut short; control and
-    invisible characters are escaped."""
-    if not isinstance(arguments, dict):
-        return visible(name, keep="")
-    parts = []
-    for key, value in arguments.items():
-        shown = _short_repr(value)
-        if len(shown) > MAX_ARGUMENT_CHARS:
-            shown = shown[: MAX_ARGUMENT_CHARS - 1] + "…"
-        parts.append(f"{visible(key, keep='')}={visible(shown, keep='')}")
-    return " ".join([visible(name, keep=""), *parts])
-
-
-def _short_repr(value: object) -> str:
-    # Only the head is shown: never build the repr of a megabyte of content (or of an integer
-    # too long for repr) to cut it to 60 characters.
-    if isinstance(value, str) and len(value) > MAX_ARGUMENT_CHARS:
-        value = value[:MAX_ARGUMENT_CHARS]
-    try:
-        return repr(value)
-    except ValueError:
-        return f"<{type(value).__name__}>"
-
-
-def cut_lines(lines: list[str], head: int, tail: int) -> tuple[list[str], int, list[str]]:
-    """The first ``head`` and the last ``tail`` lines, and how many lie between them."""
-    if len(lines) <= head + tail + 1:
-        return lines, 0, []
-    return lines[:head], len(lines) - head - tail, lines[-tail:] if tail else []
-
-
-def diff_text(preview: str, *, cut: bool = False, hint: str = "") -> Text:
-    """A unified diff coloured line by line the way git does; with ``cut``, a long one shows
-    its head and tail with the count of hidden lines (and ``hint``: how to see them)."""
-    lines = visible(preview).splitlines(keepends=True)
-    if cut:
-        head, hidden, tail = cut_lines(lines, DIFF_HEAD_LINES, DIFF_TAIL_LINES)
-        if hidden:
-            note = f"… {hidden:,} more lines of this diff not shown{hint} …\n"
-            text = _coloured(head)
-            text.append(note, style="bold yellow")
-            text.append_text(_coloured(tail))
-            return text
-    return _coloured(lines)
-
-
-def _coloured(lines: list[str]) -> Text:
-    text = Text()
-    for line in lines:
-        if line.startswith(("+++", "---")):
-            style = "bold"
-        elif line.startswith("+"):
-            style = "green"
-        elif line.startswith("-"):
-            style = "red"
-        elif line.startswith("@@"):
-            style = "cyan"
-        else:
-            style = ""
-        text.append(line, style=style)
-    return text
-
-
-def is_command(pending: PendingApproval) -> bool:
-    """Commands say whether they run contained; file edits leave ``contained`` unset."""
-    return pending.contained is not None
-
-
-def sensitive_note(reason: str) -> str:
-    """The line an approval of a sensitive change carries."""
-    return f"  sensitive: {reason}; asked even under --yes"
-
-
-def tool_outcome(event: ToolEvent) -> str:
-    """The short tail of a tool line: what it produced or why it did not."""
-    if event.ok:
-        output = event.output or ""
-        warning = next((ln for ln in output.splitlines() if ln.startswith("WARNING:")), None)
-        lines = output.count("\n") + 1 if output else 0
-        outcome = f"{lines} line{'s' if lines != 1 else ''} of output"
-        if event.name in SHOWN_OUTPUT_TOOLS:
-            status = output.rstrip().rpartition("\n")[2]
-            if status.startswith("[") and status.endswith("]"):
-                outcome = f"{outcome}, {status[1:-1]}"
-        return outcome if warning is None else f"{outcome}; {visible(warning, keep='')}"
-    return visible((event.error or event.status).splitlines()[0] or event.status, keep="")
-
-
-def output_excerpt(output: str, *, hint: str = "") -> list[str]:
-    """What a command printed, as the lines to show: the first and the last ones, with the
-    count of those between (and ``hint``: how to see them all)."""
-    lines = visible(output, keep="\t\n").rstrip("\n").split("\n") if output else []
-    head, hidden, tail = cut_lines(lines, OUTPUT_HEAD_LINES, OUTPUT_TAIL_LINES)
-    if not hidden:
-        return head
-    return [*head, f"… {hidden:,} more lines{hint} …", *tail]
-
-
-def elapsed(seconds: float) -> str:
-    """``4.2 s``, ``1 m 05 s``."""
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, rest = divmod(int(seconds), 60)
-    return f"{minutes} m {rest:02d} s"
-
-
-@dataclass(frozen=True)
-class Decision:
-    approve: bool
-    reason: str = ""
 
 
 class ConsoleReporter:
@@ -284,8 +175,6 @@ class ConsoleReporter:
                 self.line(Text(visible(injected.describe()), style="dim"))
             case ev.Warning(message=message):
                 self.line(Text(f"warning: {visible(message)}", style="yellow"))
-            case _:
-                pass
 
     def _started(self, request: ToolRequest) -> Text:
         label = describe_request(request.name, dict(request.arguments))

@@ -29,7 +29,6 @@ MAX_MISSING_BRACES = 2
 class Decoded:
     value: Any
     end: int
-    repaired: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +67,7 @@ def decode_at(text: str, start: int, limit: int, *, repair: bool = True) -> Deco
         return Undecodable(strict_reason)
     if end != len(fixed):
         return Undecodable(strict_reason)
-    return Decoded(value, start + consumed, repaired=True)
+    return Decoded(value, start + consumed)
 
 
 def _repair(source: str) -> tuple[str, int]:

@@ -18,21 +18,26 @@ falls back to its default.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rune.errors import ConfigError, ContextOverflow
 from rune.local_tool_runtime import ShapedRequest
-from rune.messages import ChatResult, Message, canonical_json, thaw
+from rune.messages import (
+    ChatResult,
+    Message,
+    canonical_json,
+    leading_system,
+    message_chars,
+    thaw,
+    tools_chars,
+)
 from rune.operator.blocks import ContextBlock, render
-from rune.transport.base import Transport
+from rune.transport.base import DEFAULT_WINDOW, Transport
 
 #: the cap on the window when the caller sets none: a bigger KV cache rarely fits a local GPU
 DEFAULT_MAX_CONTEXT = 32768
-#: the window assumed when the server does not say (Ollama's smallest default since 0.6.7)
-DEFAULT_WINDOW = 4096
 CHARS_PER_TOKEN = 3.5
 #: headroom while the estimate is a guess, and once the server's counts have corrected it
 SAFETY_MARGIN = 1.15
@@ -44,22 +49,9 @@ PLAUSIBLE_CHARS_PER_TOKEN = (1.5, 6.0)
 CALL_LABEL_LIMIT = 120
 
 
-def _message_chars(message: Mapping[str, Any]) -> int:
-    chars = len(str(message.get("content") or "")) + len(str(message.get("thinking") or ""))
-    if message.get("tool_calls"):
-        chars += len(json.dumps(thaw(message["tool_calls"]), ensure_ascii=False))
-    return chars
-
-
-def leading_system(messages: Sequence[Message]) -> int:
-    """How many system messages (runtime-owned, e.g. the fallback prompt) lead the list."""
-    at = 0
-    while at < len(messages) and messages[at].get("role") == "system":
-        at += 1
-    return at
-
-
-def split_system(messages: Sequence[Message]) -> tuple[list[Message], list[Message]]:
+def split_system(
+    messages: Sequence[Mapping[str, Any]],
+) -> tuple[list[Message], list[Message]]:
     """The leading system messages and the rest."""
     at = leading_system(messages)
     return [dict(m) for m in messages[:at]], [dict(m) for m in messages[at:]]
@@ -142,7 +134,7 @@ class ContextBudget:
         self.max_context = max_context
         self.reserve_output_tokens = reserve_output_tokens
         self.options = dict(options or {})
-        self._tools_chars = len(json.dumps([thaw(t) for t in tools], ensure_ascii=False))
+        self._tools_chars = tools_chars(tools)
         self._windows: dict[str, int] = {}
         self._chars_per_token = CHARS_PER_TOKEN
         self._corrected = False
@@ -186,7 +178,7 @@ class ContextBudget:
     # --- estimation ---------------------------------------------------------------------
 
     def _units(self, message: Mapping[str, Any]) -> float:
-        return _message_chars(message) / self._chars_per_token + MESSAGE_OVERHEAD_TOKENS
+        return message_chars(message) / self._chars_per_token + MESSAGE_OVERHEAD_TOKENS
 
     def _total(self, units: float) -> int:
         margin = CORRECTED_MARGIN if self._corrected else SAFETY_MARGIN
@@ -294,7 +286,7 @@ class ContextBudget:
         reported = result.usage.prompt_tokens
         if not reported:
             return
-        chars = sum(_message_chars(m) for m in shaped.messages) + self._tools_chars
+        chars = sum(message_chars(m) for m in shaped.messages) + self._tools_chars
         content_tokens = reported - MESSAGE_OVERHEAD_TOKENS * len(shaped.messages)
         if content_tokens <= 0 or chars <= 0:
             return

@@ -15,7 +15,7 @@ not been checkpointed (the resumed part of that turn gets a fresh iteration budg
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
@@ -23,12 +23,14 @@ from typing import Any
 
 from rune import events as ev
 from rune.errors import ApprovalError, InvalidPendingState, RuneError
-from rune.local_tool_runtime import MAX_ITERATIONS, LocalToolRuntime, ShapedRequest, pending_view
+from rune.limits import MAX_ITERATIONS
+from rune.local_tool_runtime import LocalToolRuntime, ShapedRequest
 from rune.messages import (
     ChatResult,
     Message,
     OperatorResponse,
     PendingApproval,
+    leading_system,
     thaw,
     with_pending,
 )
@@ -40,9 +42,10 @@ from rune.operator.blocks import (
     system_block,
     tools_block,
 )
-from rune.operator.budget import ContextBudget, leading_system, split_system
+from rune.operator.budget import ContextBudget, split_system
 from rune.sessions import journal
 from rune.sessions.store import Session, pending_record
+from rune.state import PendingState
 from rune.tools.sandbox import SandboxPolicy
 from rune.tools.spec import Executor
 from rune.transport.base import Transport
@@ -57,7 +60,7 @@ class _JournalingShaper:
     def __init__(self, operator: RuneOperator) -> None:
         self._operator = operator
 
-    def shape(self, model: str, messages: list[Message]) -> ShapedRequest:
+    def shape(self, model: str, messages: Sequence[Message]) -> ShapedRequest:
         self._operator._checkpoint(messages)
         shaped = self._operator.budget.shape(model, messages)
         for item in shaped.evicted:
@@ -66,7 +69,7 @@ class _JournalingShaper:
 
     def observe(self, shaped: ShapedRequest, result: ChatResult) -> None:
         self._operator.budget.observe(shaped, result)
-        self._operator._last_done_reason = result.done_reason
+        self._operator._done_reasons.append(result.done_reason)
 
 
 class RuneOperator:
@@ -123,9 +126,9 @@ class RuneOperator:
         self._turn_starts: list[int] = []
         self._journaled = 0
         self._turn_blocks: tuple[ContextBlock, ...] | None = None
-        self._pending_state: dict[str, Any] | None = None
-        self._pending: PendingApproval | None = None
-        self._last_done_reason: str | None = None
+        self._pending_state: PendingState | None = None
+        #: why each model call of the current step ended (``length``: cut off)
+        self._done_reasons: list[str | None] = []
         if session is not None:
             self._attach(session)
 
@@ -141,7 +144,7 @@ class RuneOperator:
 
     @property
     def pending(self) -> PendingApproval | None:
-        return self._pending
+        return None if self._pending_state is None else self._pending_state.approval
 
     @property
     def history(self) -> list[Message]:
@@ -248,12 +251,13 @@ class RuneOperator:
             pending = next((r for r in reversed(records) if r.kind != journal.DECISION), None)
             if pending is None or pending.kind != journal.PENDING:
                 return None
-            state = self.session.state_of(pending)
+            # The journal's pause refers to what it already holds; put that back first.
+            saved = self.session.state_of(pending) or {}
             if last.data.get("decision") == "approved":
                 # Interrupted after the approval: the change may have been applied or not. Ask
                 # again rather than replay it (a file change re-applies as a no-op; a command
                 # would run twice).
-                self._pending_state, self._pending = state, pending_view(state)
+                self._pending_state = PendingState.from_json(saved)
                 self.on_event(
                     ev.Warning(
                         "Rune stopped after this change was approved; it may have been applied "
@@ -262,7 +266,8 @@ class RuneOperator:
                 )
                 return self._paused_response()
             reason = str(last.data.get("reason", ""))
-            return self._drive(lambda runtime: runtime.reject(state, reason))
+            # As journaled: a damaged state is the runtime's typed failure, not an exception.
+            return self._drive(lambda runtime: runtime.reject(saved, reason))
         if (
             self._history
             and self._history[-1].get("role") == "assistant"
@@ -307,32 +312,31 @@ class RuneOperator:
         self._turn_blocks = None
         record = pending_record(session.records)
         if record is not None:
-            self._pending_state = session.state_of(record)
-            self._pending = pending_view(self._pending_state)
+            self._pending_state = PendingState.from_json(session.state_of(record))
             # The pause is journaled before its messages are, one by one: a crash in between
             # leaves them only in the pause. Journal them now, so the history is whole again.
-            _, conversation = split_system([thaw(m) for m in self._pending_state["messages"]])
+            _, conversation = split_system([thaw(m) for m in self._pending_state.messages])
             self._checkpoint(conversation)
             self._history = conversation
         else:
-            self._pending_state = self._pending = None
+            self._pending_state = None
 
     def _messages_after(self, line: int) -> bool:
         assert self.session is not None
         return any(r.kind == journal.MESSAGE and r.line > line for r in self.session.records)
 
-    def _take_pending(self) -> dict[str, Any]:
+    def _take_pending(self) -> PendingState:
         if self._pending_state is None:
             raise InvalidPendingState("nothing is waiting for approval")
         state = self._pending_state
-        self._pending_state = self._pending = None
+        self._pending_state = None
         return state
 
     def _record(self, kind: str, data: Mapping[str, Any]) -> None:
         if self.session is not None:
             self.session.append(kind, data)
 
-    def _checkpoint(self, messages: list[Message] | tuple[Mapping[str, Any], ...]) -> None:
+    def _checkpoint(self, messages: Sequence[Mapping[str, Any]]) -> None:
         """Journal the messages the loop added since the last checkpoint."""
         # Runs before every model call: touch only the new tail, not the whole history.
         conversation = messages[leading_system(messages) :]
@@ -344,7 +348,7 @@ class RuneOperator:
         if self._turn_blocks is None:
             self._turn_blocks = tuple(self.context_blocks())
         self.budget.start_turn(self._turn_blocks, self._turn_starts)
-        self._last_done_reason = None
+        self._done_reasons.clear()
         try:
             response = step(self._runtime)
         except RuneError:
@@ -359,7 +363,7 @@ class RuneOperator:
                 iteration_budget=self._runtime.max_iterations,
                 messages=tuple(self._history),
             )
-        if response.success and not response.incomplete and self._last_done_reason == "length":
+        if response.success and not response.incomplete and self._done_reasons[-1:] == ["length"]:
             response = replace(
                 response,
                 incomplete="the answer was cut off at the output token limit (max_output_tokens)",
@@ -367,11 +371,11 @@ class RuneOperator:
         conversation = None
         if response.messages:
             _, conversation = split_system([thaw(m) for m in response.messages])
-        if response.paused and response.pending is not None:
+        state = response.pending_state
+        if state is not None and response.pending is not None:
             # The pause first: it carries every message, so a crash right after loses nothing.
-            state = response.pending_state
             self._record(journal.PENDING, {"state": state})
-            self._pending_state, self._pending = state, response.pending
+            self._pending_state = PendingState.from_json(state)
         if conversation is not None:
             self._checkpoint(conversation)
             self._history = conversation
@@ -395,16 +399,17 @@ class RuneOperator:
         }
 
     def _paused_response(self) -> OperatorResponse:
-        state = self._pending_state or {}
+        state = self._pending_state
+        assert state is not None
         response = OperatorResponse(
             success=False,
-            iterations_used=int(state.get("iterations_used", 0)),
-            iteration_budget=int(state.get("iteration_budget", self._runtime.max_iterations)),
-            pending=self._pending,
+            iterations_used=state.iterations_used,
+            iteration_budget=state.iteration_budget,
+            pending=state.approval,
             messages=tuple(self._history),
-            evicted=tuple(state.get("evicted", ())),
+            evicted=state.evicted,
         )
-        return with_pending(response, state)
+        return with_pending(response, state.to_json())
 
     def _on_loop_event(self, event: ev.LoopEvent) -> None:
         if isinstance(event, ev.ToolFinished):

@@ -18,6 +18,7 @@ referred to by count, :meth:`Session.state_of` puts them back).
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import copy
 import fcntl
@@ -373,10 +374,6 @@ class Session:
             writer.close()
         self._unlock()
 
-    @property
-    def closed(self) -> bool:
-        return self._lock_fd is None
-
     def __enter__(self) -> Session:
         return self
 
@@ -503,13 +500,13 @@ class SessionStore:
             raise SessionNotFound(f"no session {session_id} in {self.root}")
         return read_journal(directory / JOURNAL_NAME)
 
-    def prune(self, older_than: timedelta) -> tuple[list[str], list[str]]:
+    def prune(self, older_than: timedelta) -> tuple[builtins.list[str], builtins.list[str]]:
         """Remove the sessions that ended (or never began) and were not updated for
         ``older_than``; one waiting for approval, running or interrupted is kept. Returns the
         ids removed and the ids skipped because a process holds them."""
         cutoff = (datetime.now(UTC) - older_than).isoformat(timespec="milliseconds")
-        removed: list[str] = []
-        busy: list[str] = []
+        removed: builtins.list[str] = []
+        busy: builtins.list[str] = []
         for summary in self.list():
             if summary.status not in PRUNABLE or summary.updated_at > cutoff:
                 continue

@@ -17,6 +17,7 @@ import bisect
 import difflib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Literal
 
 from rune.text import escape_hidden, for_display, hidden_note, visible
 
@@ -36,7 +37,8 @@ SMALL_GAP = 40_000
 #: lines the aligner may look at, as a multiple of the input's lines, before it gives up
 WORK_FACTOR = 16
 
-Opcode = tuple[str, int, int, int, int]
+#: what difflib.SequenceMatcher.get_opcodes() yields: (tag, i1, i2, j1, j2)
+Opcode = tuple[Literal["replace", "delete", "insert", "equal"], int, int, int, int]
 
 
 def is_binary(data: bytes | None) -> bool:

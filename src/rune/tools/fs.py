@@ -2,9 +2,10 @@
 
 Paths arrive here validated by ``rune.tools.sandbox``; these functions make sure the file
 actually touched is the one that was validated, even if a symlink is swapped in between
-(sandbox-security.md P6/P7): every walk starts at a policy root and opens one component at a
-time with ``O_NOFOLLOW``. ``atomic_write`` is the only code in Rune that opens a file in the
-user's tree for writing, and it validates the path itself, so no caller can skip the check.
+(docs/sandbox.md, "Strings are not enough"): every walk starts at a policy root and opens one
+component at a time with ``O_NOFOLLOW``. ``atomic_write`` is the only code in Rune that opens
+a file in the user's tree for writing, and it validates the path itself, so no caller can skip
+the check.
 """
 
 from __future__ import annotations

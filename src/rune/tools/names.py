@@ -1,7 +1,7 @@
 """What a path's names mean to the sandbox: credentials, protected, sensitive.
 
 Each list matches path components case-folded (NFC), at any depth, existing or not
-(sandbox-security.md P4/P5):
+(docs/sandbox.md, "What the names mean"):
 
 - **credentials**: never read or written for the model (a user's own config may let Rune read
   one specific store: ``sandbox.allow_credentials``);

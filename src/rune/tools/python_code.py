@@ -159,34 +159,29 @@ def _find(tree: ast.Module, name: str) -> list[Span]:
     """Where ``name`` is defined: at the top level first, else anywhere (methods, nested)."""
     if "." in name:
         owner, _, member = name.rpartition(".")
-        holders = [n for n in _walk_definitions(tree.body) if _qualified(n) == owner]
-        return [_span(n) for h in holders for n in _body(h) if _named(n, member)]
+        holders = [n for qualified, n in _walk_definitions(tree.body) if qualified == owner]
+        return [_span(n) for h in holders for n in h.body if _named(n, member)]
     top = [_span(n) for n in tree.body if _named(n, name)]
     if top:
         return top
-    return [_span(n) for n in _walk_definitions(tree.body) if _named(n, name)]
-
-
-def _body(node: ast.stmt) -> list[ast.stmt]:
-    return node.body if isinstance(node, _DEFINITIONS) else []
+    return [_span(n) for _, n in _walk_definitions(tree.body) if n.name == name]
 
 
 def _named(node: ast.stmt, name: str) -> bool:
     return isinstance(node, _DEFINITIONS) and node.name == name
 
 
-def _walk_definitions(body: list[ast.stmt], prefix: str = "") -> list[ast.stmt]:
-    found: list[ast.stmt] = []
+Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+def _walk_definitions(body: list[ast.stmt], prefix: str = "") -> list[tuple[str, Definition]]:
+    """Every definition in ``body``, nested ones too, with its dotted name (``Class.method``)."""
+    found: list[tuple[str, Definition]] = []
     for node in body:
         if isinstance(node, _DEFINITIONS):
-            node._rune_qualified = prefix + node.name  # type: ignore[attr-defined]
-            found.append(node)
+            found.append((prefix + node.name, node))
             found.extend(_walk_definitions(node.body, prefix + node.name + "."))
     return found
-
-
-def _qualified(node: ast.stmt) -> str:
-    return str(getattr(node, "_rune_qualified", getattr(node, "name", "")))
 
 
 def _span(node: ast.stmt) -> Span:

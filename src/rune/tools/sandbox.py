@@ -104,7 +104,8 @@ class SandboxPolicy:
 
     @classmethod
     def default(cls, home: str | os.PathLike[str] | None = None) -> SandboxPolicy:
-        """The design document's policy: write home (+ /mnt/workdrive), read also /tmp."""
+        """Rune's original policy (docs/sandbox.md): write home (+ /mnt/workdrive), read also
+        /tmp."""
         home_dir = Path(home) if home is not None else Path.home()
         workdrive = Path("/mnt/workdrive")
         extra = [workdrive] if workdrive.is_dir() else []
@@ -148,7 +149,9 @@ class SandboxPolicy:
         """
         for candidate in candidates:
             path = Path(candidate)
-            own = _prefix_hit([path], self.protected_paths, self._protected_folded)
+            own: str | Path | None = _prefix_hit(
+                [path], self.protected_paths, self._protected_folded
+            )
             own = own if own is not None else RUNE_OWN.match(path)
             if own is not None:
                 return f"{RUNE_OWN.what} ({own})"

@@ -11,6 +11,10 @@ from rune.messages import ChatResult, ToolSource
 
 DeltaSink = Callable[[TextDelta | ThinkingDelta], None]
 
+#: the window assumed when neither the caller nor the server says: the smallest default
+#: Ollama has used since 0.6.7 (see docs/wire.md)
+DEFAULT_WINDOW = 4096
+
 
 @dataclass(frozen=True, slots=True)
 class Capabilities:

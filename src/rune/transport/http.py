@@ -140,7 +140,6 @@ def make_client(
     connect_timeout: float,
     read_timeout: float,
     headers: Mapping[str, str] | None = None,
-    transport: httpx.BaseTransport | None = None,
 ) -> httpx.Client:
     """An httpx client for one model server, with explicit timeouts.
 
@@ -154,7 +153,6 @@ def make_client(
         base_url=base_url,
         timeout=timeout,
         headers=dict(headers or {}),
-        transport=transport,
         verify=True if httpx.URL(base_url).scheme == "https" else _no_tls_context(),
         # An HTTP(S)_PROXY meant for the internet must not capture calls to a local server.
         trust_env=not is_loopback(base_url),

@@ -2,7 +2,7 @@
 
 Rune owns this wire format instead of using the official ``ollama`` client because that
 client drops the tool-call ``id``, ``function.index`` and ``tool_call_id`` (see
-``ollama-wire.md`` §6); a parallel-call loop needs all three.
+``docs/wire.md``); a parallel-call loop needs all three.
 
 What one ``chat`` call does:
 
@@ -34,11 +34,12 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from rune.calls import decode_arguments
 from rune.errors import ConfigError, ProtocolError, ServerError, ToolsUnsupported
 from rune.events import TextDelta, ThinkingDelta
 from rune.limits import ReplyMeter
-from rune.messages import ChatResult, Message, ToolSource, Usage, thaw
-from rune.transport.base import Capabilities, DeltaSink
+from rune.messages import ChatResult, Message, ToolSource, Usage, message_chars, thaw, tools_chars
+from rune.transport.base import DEFAULT_WINDOW, Capabilities, DeltaSink
 from rune.transport.http import (
     HttpTransport,
     capped_lines,
@@ -50,13 +51,10 @@ from rune.transport.http import (
     translate_error,
 )
 
-DEFAULT_HOST = "http://127.0.0.1:11434"
 DEFAULT_PORT = 11434
 SERVER = "Ollama"
 UNREACHABLE_HINT = "start it with `ollama serve` or set OLLAMA_HOST"
 
-#: the window used when neither the caller nor the Modelfile sets one (see ``num_ctx``)
-DEFAULT_NUM_CTX = 4096
 #: the largest window chosen on our own from a model's trained maximum
 AUTO_NUM_CTX_CAP = 8192
 
@@ -147,13 +145,7 @@ def estimate_prompt_tokens(
 ) -> int:
     """A tokenizer-free estimate of a chat prompt: about 4 characters per token, plus the
     few tokens each message's role markers cost. Good to tell "about all" from "about half"."""
-    chars = 0
-    for message in messages:
-        chars += len(str(message.get("content") or "")) + len(str(message.get("thinking") or ""))
-        if message.get("tool_calls"):
-            chars += len(json.dumps(thaw(message["tool_calls"]), ensure_ascii=False))
-    if tools:
-        chars += len(json.dumps([thaw(t) for t in tools], ensure_ascii=False))
+    chars = sum(message_chars(m) for m in messages) + (tools_chars(tools) if tools else 0)
     return math.ceil(chars / 4) + 4 * len(messages)
 
 
@@ -188,7 +180,6 @@ class OllamaChatTransport(HttpTransport):
         connect_timeout: float = 5.0,
         read_timeout: float = 300.0,
         num_ctx: int | None = None,
-        transport: httpx.BaseTransport | None = None,
     ) -> None:
         if num_ctx is not None and (isinstance(num_ctx, bool) or num_ctx <= 0):
             raise ConfigError(f"num_ctx must be a positive number of tokens, got {num_ctx!r}")
@@ -199,7 +190,6 @@ class OllamaChatTransport(HttpTransport):
             self.host,
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,
-            transport=transport,
         )
 
     # --- discovery ----------------------------------------------------------------------
@@ -224,7 +214,7 @@ class OllamaChatTransport(HttpTransport):
             return caps.num_ctx
         if caps.context_length is not None:
             return min(caps.context_length, AUTO_NUM_CTX_CAP)
-        return DEFAULT_NUM_CTX
+        return DEFAULT_WINDOW
 
     def context_length(self, model: str) -> int | None:
         """The window the model really gets from Rune (:meth:`num_ctx`), not its trained
@@ -353,14 +343,8 @@ def _wire_message(message: Mapping[str, Any]) -> Message:
 def _wire_call(call: Mapping[str, Any]) -> dict[str, Any]:
     """A tool call as Ollama takes it back: ``arguments`` must be an object, not a string."""
     function = dict(call.get("function") or {})
-    arguments = function.get("arguments")
-    if isinstance(arguments, str):
-        try:
-            function["arguments"] = json.loads(arguments) if arguments.strip() else {}
-        except ValueError:
-            function["arguments"] = {}
-    elif arguments is None:
-        function["arguments"] = {}
+    decoded = decode_arguments(function.get("arguments"))
+    function["arguments"] = decoded.value if decoded.value is not None else {}
     wire: dict[str, Any] = {"function": function}
     if call.get("id"):
         wire["id"] = call["id"]

@@ -69,7 +69,7 @@ class OpenAICompatTransport(HttpTransport):
 
     ``base_url`` may name the server root (``http://127.0.0.1:8080``) or its ``/v1`` prefix.
     ``context_length`` and ``tools`` override what discovery finds (for servers that say
-    nothing). ``transport`` replaces httpx's network layer (tests, the embedded server).
+    nothing).
 
     ``options`` passed to :meth:`chat` use Rune's Ollama-style names (see ``OPTION_FIELDS``);
     ``tool_choice`` is passed through, so a caller can force a structured call, and
@@ -88,7 +88,6 @@ class OpenAICompatTransport(HttpTransport):
         read_timeout: float = 300.0,
         context_length: int | None = None,
         tools: bool | None = None,
-        transport: httpx.BaseTransport | None = None,
     ) -> None:
         super().__init__()
         self.root, self.api_prefix = split_base_url(base_url)
@@ -98,7 +97,6 @@ class OpenAICompatTransport(HttpTransport):
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,
             headers=headers,
-            transport=transport,
         )
         self._context_override = context_length
         self._tools_override = tools
@@ -283,7 +281,8 @@ def discover(props: Mapping[str, Any] | None, entry: Mapping[str, Any] | None) -
     """
     props = props or {}
     entry = entry or {}
-    meta = entry.get("meta") if isinstance(entry.get("meta"), Mapping) else {}
+    meta = entry.get("meta")
+    meta = meta if isinstance(meta, Mapping) else {}
     template_caps = props.get("chat_template_caps")
     tools = True
     if isinstance(template_caps, Mapping) and "supports_tools" in template_caps:

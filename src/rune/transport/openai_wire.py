@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rune.calls import decode_arguments
 from rune.errors import ProtocolError, ServerError
 from rune.events import TextDelta, ThinkingDelta
 from rune.limits import ReplyMeter
@@ -54,11 +55,11 @@ def to_openai_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, 
                 open_calls.append((call_id, name))
             out.append({"role": "assistant", "content": text, "tool_calls": calls})
         elif role == "tool":
-            call_id = message.get("tool_call_id") or _pair(open_calls, message.get("tool_name"))
-            open_calls[:] = [c for c in open_calls if c[0] != call_id]
+            answered = message.get("tool_call_id") or _pair(open_calls, message.get("tool_name"))
+            open_calls[:] = [c for c in open_calls if c[0] != answered]
             result: dict[str, Any] = {"role": "tool", "content": text}
-            if call_id:
-                result["tool_call_id"] = str(call_id)
+            if answered:
+                result["tool_call_id"] = str(answered)
             out.append(result)
         else:
             out.append({"role": role, "content": text})
@@ -252,13 +253,9 @@ class TurnAssembly:
 def _ollama_call(parts: _CallParts) -> dict[str, Any]:
     arguments: Any = parts.whole
     if arguments is None:
-        text = parts.arguments
-        try:
-            decoded = json.loads(text) if text.strip() else {}
-        except (ValueError, RecursionError):
-            decoded = None
-        # Undecodable text is kept as is: the runtime reports it to the model verbatim.
-        arguments = decoded if isinstance(decoded, dict) else text
+        decoded = decode_arguments(parts.arguments)
+        # Text that is not a JSON object is kept as is: the runtime tells the model why.
+        arguments = decoded.value if decoded.value is not None else parts.arguments
     call: dict[str, Any] = {
         "function": {"index": parts.index, "name": parts.name, "arguments": arguments}
     }

@@ -52,14 +52,11 @@ class WatchedTransport:
     def __init__(self, inner: Transport, on_event: ev.EventSink = ev.ignore) -> None:
         self.inner = inner
         self.on_event = on_event
+        self.native_source: ToolSource = inner.native_source
         self._call: _Call | None = None
         self._stop = threading.Event()
 
     # --- the Transport protocol --------------------------------------------------------------
-
-    @property
-    def native_source(self) -> ToolSource:
-        return self.inner.native_source
 
     def supports_tools(self, model: str) -> bool:
         return self.inner.supports_tools(model)

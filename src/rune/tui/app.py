@@ -21,12 +21,12 @@ from textual.widgets import Footer, Input, Static
 
 from rune import events as ev
 from rune.app import Rune, auto_approves
-from rune.cli.render import Decision, elapsed
 from rune.errors import CallCancelled, RuneError
 from rune.messages import OperatorResponse, PendingApproval
 from rune.text import visible
 from rune.tui.approval import ApprovalScreen
 from rune.tui.widgets import StreamedText, Thinking, ToolLine
+from rune.view import Decision, elapsed
 
 Operation = Callable[[], OperatorResponse | None]
 
@@ -117,9 +117,10 @@ class RuneApp(App[int]):
         #: the last run ended where a fresh budget may go on (iteration limit, failure, stop)
         self.can_continue = False
         self.last_call = ""  # "step 2/8: 1.4 s, 37 tokens"
+        self._header_line = Static(self._header(), id="header", markup=False)
 
     def compose(self) -> ComposeResult:
-        yield Static(self._header(), id="header", markup=False)
+        yield self._header_line
         yield VerticalScroll(id="transcript")
         yield Prompt(placeholder="what should Rune do? (Enter to send)", id="prompt")
         yield Footer()
@@ -148,8 +149,10 @@ class RuneApp(App[int]):
         )
 
     def _refresh_header(self) -> None:
-        if self.is_mounted:
-            self.query_one("#header", Static).update(self._header())
+        # The header's own flag: before compose there is nothing to update (`App.is_mounted` is a
+        # method, so testing it on the app is always true).
+        if self._header_line.is_mounted:
+            self._header_line.update(self._header())
 
     def watch_step(self) -> None:
         self._refresh_header()
@@ -158,13 +161,17 @@ class RuneApp(App[int]):
         self._refresh_header()
 
     def on_mount(self) -> None:
-        self.rune.relay.target = lambda event: self.post_message(LoopEventMessage(event))
+        self.rune.relay.target = self._relay
         self.set_interval(0.5, self._tick)
         self._replay_history()
         # Whatever the journal left open comes first: a waiting approval, an interrupted turn.
         self._resuming = True
         self._call(self.rune.operator.resume)
         self.query_one("#prompt", Input).focus()
+
+    def _relay(self, event: ev.LoopEvent) -> None:
+        """The loop's events, from the worker thread to the UI (``post_message`` is safe)."""
+        self.post_message(LoopEventMessage(event))
 
     def _replay_history(self) -> None:
         """Show a reopened session's conversation as plain lines."""
@@ -223,8 +230,6 @@ class RuneApp(App[int]):
                 self._note(injected.describe())
             case ev.Warning(message=text):
                 self._note(f"warning: {text}", "warning")
-            case _:
-                pass
 
     # --- driving the operator -------------------------------------------------------------
 

@@ -8,9 +8,9 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, Label, Static
 
-from rune.cli.render import Decision, diff_text, is_command, sensitive_note
 from rune.messages import PendingApproval
 from rune.text import visible
+from rune.view import Decision, diff_text, is_command, sensitive_note
 
 
 class ApprovalScreen(ModalScreen[Decision | None]):

@@ -6,9 +6,9 @@ from rich.text import Text
 from textual.content import Content
 from textual.widgets import Collapsible, Static
 
-from rune.cli.render import describe_request, diff_text, tool_outcome
 from rune.messages import ToolEvent, ToolRequest
 from rune.text import visible
+from rune.view import describe_request, diff_text, tool_outcome
 
 STATUS_LABEL = {
     "running": "⋯ running",
@@ -52,9 +52,13 @@ class ToolLine(Collapsible):
         self.outcome = ""
         self.status = "running"
         self.output = Static("", markup=False, classes="tool-output")
-        # Content, not a string: a Collapsible reads a string title as markup.
+        # Content, not a string: a Collapsible reads a string title as markup. Textual annotates
+        # the title as str but hands it to CollapsibleTitle.label, which takes Content.
         super().__init__(
-            self.output, title=Content(self._heading()), collapsed=True, classes="tool running"
+            self.output,
+            title=Content(self._heading()),  # type: ignore[arg-type]
+            collapsed=True,
+            classes="tool running",
         )
 
     def _heading(self) -> str:
@@ -68,14 +72,14 @@ class ToolLine(Collapsible):
         self.remove_class(self.status)
         self.status = "pending_approval"
         self.add_class(self.status)
-        self.title = Content(self._heading())
+        self.title = Content(self._heading())  # type: ignore[assignment]  # as in __init__
 
     def finish(self, event: ToolEvent) -> None:
         self.remove_class(self.status)
         self.status = event.status
         self.add_class(event.status)
         self.outcome = tool_outcome(event)
-        self.title = Content(self._heading())
+        self.title = Content(self._heading())  # type: ignore[assignment]  # as in __init__
         if event.preview and event.status in ("done", "rejected", "pending_approval"):
             body = diff_text(event.preview)
             if event.output:

@@ -1,16 +1,14 @@
-"""Canary checks for the sandbox claims, fast and offline (for ``python -m rune.canary``).
+"""The write sites of the ``rune`` package, found by reading its source.
 
-``check_denial_text``: a write outside the roots is refused with the design document's text.
-``check_choke_point``: no code in the ``rune`` package opens a file for writing, or changes
-the directory tree, outside the few reviewed places in ``ALLOWED_WRITE_SITES``. Each returns
-None when the claim holds, else a message saying what broke.
+:func:`unreviewed_write_sites` lists every call that opens a file for writing, or changes the
+directory tree, outside the few reviewed places in ``ALLOWED_WRITE_SITES`` (the canary's
+"single write choke point" claim, :mod:`rune.canary`; tests/test_choke_point.py also watches
+the running process).
 """
 
 from __future__ import annotations
 
 import ast
-import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,32 +229,3 @@ def unreviewed_write_sites(package_dir: Path | None = None) -> list[WriteSite]:
             if (site.module, site.function) not in ALLOWED_WRITE_SITES:
                 found.append(site)
     return found
-
-
-def check_choke_point() -> str | None:
-    try:
-        sites = unreviewed_write_sites()
-    except (OSError, SyntaxError) as err:
-        return f"cannot scan the rune package: {err}"
-    if sites:
-        listed = "; ".join(str(s) for s in sites[:10])
-        return f"{len(sites)} write site(s) outside fs.atomic_write: {listed}"
-    return None
-
-
-def check_denial_text() -> str | None:
-    from rune.errors import SandboxDenied
-    from rune.tool_executor import SandboxPolicy, validate_write_path
-
-    home = Path(tempfile.gettempdir()) / "rune-canary-home"
-    policy = SandboxPolicy.default(home=home)
-    target = "/etc/nope.txt"
-    expected = (
-        f"Access denied: {target} is outside allowed write directories: "
-        f"{policy.describe_write_roots()}. Write inside one of those directories instead."
-    )
-    try:
-        validate_write_path(target, policy, workspace=os.fspath(home))
-    except SandboxDenied as err:
-        return None if str(err) == expected else f"denial text was {str(err)!r}"
-    return f"writing {target} was not denied"

@@ -1,0 +1,97 @@
+"""The design lives in docs/: what cites it finds it, and the names it keeps stay importable."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DOCS = REPO / "docs"
+
+# Text that cites documents: the code, the benchmark, the scripts, the README and docs itself.
+CITING = [
+    *(REPO / "src").rglob("*.py"),
+    *(REPO / "bench").rglob("*.py"),
+    *(REPO / "bench").rglob("*.md"),
+    *(p for p in (REPO / "scripts").iterdir() if p.is_file()),
+    REPO / "README.md",
+    *DOCS.glob("*.md"),
+]
+DOCS_PATH = re.compile(r"\bdocs/([\w-]+\.md)\b")
+# docs/ files link each other by bare name: [loop.md](loop.md), "wire.md has the shapes"
+SIBLING = re.compile(r"\b([a-z]+\.md)\b")
+
+# Documents that were never in the repository; their names are split so this file does not
+# cite them either.
+NOT_IN_THE_REPO = [
+    "design" + " document",
+    "P0" + "-05",
+    "ollama" + "-wire.md",
+    "sandbox" + "-security.md",
+    "code-running" + "-paths.md",
+]
+
+# The public names code built on Rune imports (docs/loop.md, "Names that stay").
+KEPT_NAMES = {
+    "rune": [
+        "LocalToolRuntime",
+        "OperatorResponse",
+        "ToolRequest",
+        "ToolEvent",
+        "PendingApproval",
+        "ChatResult",
+        "RuneOperator",
+        "ToolExecutor",
+        "SandboxPolicy",
+        "Transport",
+        "OllamaChatTransport",
+        "OpenAICompatTransport",
+        "ScriptedTransport",
+        "ToolSpec",
+        "PreparedChange",
+        "Capabilities",
+        "SessionStore",
+        "RuneError",
+    ],
+    "rune.tool_executor": ["validate_write_path", "validate_read_path"],
+}
+
+
+def test_the_design_is_written_down() -> None:
+    for name in ("README.md", "loop.md", "protocols.md", "sandbox.md", "wire.md"):
+        assert (DOCS / name).is_file(), name
+
+
+def _relative(path: Path) -> str:
+    return str(path.relative_to(REPO))
+
+
+def test_every_cited_docs_file_exists() -> None:
+    missing = []
+    for path in CITING:
+        text = path.read_text(encoding="utf-8")
+        cited = set(DOCS_PATH.findall(text))
+        if path.parent == DOCS:
+            cited |= set(SIBLING.findall(text))
+        missing += [f"{_relative(path)}: {n}" for n in sorted(cited) if not (DOCS / n).is_file()]
+    assert missing == []
+
+
+def test_nothing_cites_a_document_that_is_not_in_the_repo() -> None:
+    found = [
+        f"{_relative(path)}: {cited}"
+        for path in [*CITING, *(REPO / "tests").rglob("*.py")]
+        for cited in NOT_IN_THE_REPO
+        if cited in path.read_text(encoding="utf-8")
+    ]
+    assert found == []
+
+
+def test_the_kept_names_are_importable_where_docs_says() -> None:
+    loop_md = (DOCS / "loop.md").read_text(encoding="utf-8")
+    for module, names in KEPT_NAMES.items():
+        imported = importlib.import_module(module)
+        for name in names:
+            assert hasattr(imported, name), f"{module}.{name}"
+            assert f"`{name}`" in loop_md, f"docs/loop.md does not list {name}"
