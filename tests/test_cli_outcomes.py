@@ -340,3 +340,22 @@ def test_a_file_too_big_for_an_unknown_window_is_cut_with_a_paging_note(home: Pa
     assert result.startswith("     1\tvalue_0 = 0")
     assert len(result) < len(text)
     assert "cut to" in done.stdout  # the user is told too
+
+
+def test_a_long_diff_is_cut_with_the_count_of_hidden_lines_and_a_command_shows_once(
+    home: Path, ollama: FakeOllama, workspace: Path
+) -> None:
+    content = "".join(f"new line {n}\n" for n in range(400))
+    ollama.script(
+        tool_reply(tool_call("write_file", {"path": "notes.txt", "content": content})),
+        tool_reply(tool_call("run_command", {"command": "wc -l notes.txt"})),
+        text_reply("Written."),
+    )
+    done = run(home, ollama, workspace, "rewrite the note", stdin="a\na\n")
+    assert done.returncode == EXIT_OK, done.stdout + done.stderr
+    assert (workspace / "notes.txt").read_text() == content
+    assert re.search(r"… 30\d more lines of this diff not shown …", done.stdout)
+    assert "+new line 0" in done.stdout and "+new line 399" in done.stdout
+    assert "+new line 200" not in done.stdout
+    assert len(done.stdout.splitlines()) < 200
+    assert "$ wc -l notes.txt" in done.stdout and "$ $" not in done.stdout

@@ -24,6 +24,7 @@ from rune.errors import BackendUnavailable, ConfigError
 from rune.messages import OperatorResponse, PendingApproval
 from rune.tool_executor import ToolExecutor
 from rune.tools.sandbox import SandboxPolicy
+from rune.transport.base import DEFAULT_WINDOW as DEFAULT_WINDOW  # for `rune doctor`
 from rune.transport.base import Capabilities, Transport
 from rune.transport.watch import WatchedTransport
 

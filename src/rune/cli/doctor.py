@@ -11,7 +11,6 @@ from rich.text import Text
 from rune.cli.exits import EXIT_FAILED, EXIT_OK
 from rune.config import LoadedConfig
 from rune.errors import RuneError
-from rune.transport.base import DEFAULT_WINDOW
 
 PROTOCOL_NOTES = {
     "native": "native tool calls (the model has tools)",
@@ -30,6 +29,7 @@ class Check:
 
 def run_checks(loaded: LoadedConfig) -> list[Check]:
     from rune.app import (
+        DEFAULT_WINDOW,
         DEMO_MODEL_NOTICE,
         NO_BACKEND_HELP,
         RECOMMENDED_MODEL,
