@@ -55,7 +55,7 @@ LAYERS: dict[str, int] = {
 }
 # The edges may not reach past the composition root into concrete parts.
 EDGE_FORBIDDEN = ("rune.transport", "rune.tools", "rune.tool_executor", "rune.embedded")
-HEAVY = ("httpx", "pydantic", "textual", "rich", "platformdirs")
+HEAVY = ("httpx", "pydantic", "textual", "rich", "platformdirs", "mcp")
 
 
 def layer(module: str) -> int:

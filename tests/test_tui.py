@@ -63,11 +63,12 @@ def notes(app: RuneApp) -> str:
 
 
 def approval_shown(app: RuneApp) -> bool:
-    """The approval screen is pushed and composed, down to its preview."""
-    # The preview is mounted a level below the title: wait for what the test reads.
-    return isinstance(app.screen, ApprovalScreen) and bool(
-        app.screen.query("#approval-preview > *")
-    )
+    """The approval screen is pushed and composed: the preview's content and the reason box
+    (composed last) are mounted. Under load the title can be mounted well before the rest."""
+    if not isinstance(app.screen, ApprovalScreen):
+        return False
+    previews = app.screen.query("#approval-preview")
+    return bool(previews and previews.first().children and app.screen.query("#reason"))
 
 
 @pytest.mark.anyio

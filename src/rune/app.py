@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol
 from rune import events as ev
 from rune.catalog import DEFAULT_MODEL, CatalogModel, catalog_model_for, pulled_models
 from rune.catalog import find as find_catalog_model
-from rune.config import ApprovalMode, LoadedConfig, Settings
+from rune.config import ApprovalMode, LoadedConfig, McpServerConfig, Settings
 from rune.distribution import EMBEDDED_INSTALL_HINT
 from rune.errors import BackendUnavailable, ConfigError
 from rune.messages import OperatorResponse, PendingApproval
@@ -129,6 +129,21 @@ def policy_report(settings: Settings) -> list[tuple[str, str]]:
         ),
         ("approval", yes),
     ]
+
+
+@contextmanager
+def mcp_servers(servers: tuple[McpServerConfig, ...], settings: Settings) -> Iterator[Any]:
+    """The user's MCP servers, started (each ready or failed) and stopped on exit; None when
+    there are none (the SDK is then never imported)."""
+    if not servers:
+        yield None
+        return
+    from rune.tools.mcp.client import McpManager
+
+    with McpManager(
+        servers, workspace=settings.workspace, policy=sandbox_policy(settings)
+    ) as manager:
+        yield manager
 
 
 def commands_contained() -> tuple[bool, str]:
@@ -403,12 +418,19 @@ class Rune:
     operator: Driver
     session_id: str
     relay: EventRelay = field(default_factory=EventRelay)
+    #: the MCP servers' manager (None without servers): ``problems()`` for the user
+    mcp: Any = None
     #: why Rune chose the model itself (no model was named), else None
     picked: str | None = None
 
     @property
     def budget(self) -> int:
         return self.settings.max_iterations
+
+    def startup_warnings(self) -> list[str]:
+        """What the user should hear before the first turn: each MCP server that failed to
+        start, each tool a server listed that Rune left out (one line each)."""
+        return list(self.mcp.problems()) if self.mcp is not None else []
 
     @property
     def workspace(self) -> Path:
@@ -499,11 +521,23 @@ def open_rune(
                 title=title,
             )
             stack.callback(_close, session)
+        if loaded.mcp_servers:
+            say("starting the MCP servers")
+        manager = stack.enter_context(mcp_servers(loaded.mcp_servers, settings))
         operator = build_operator(
-            settings, choice, transport, model, session=session, on_event=relay
+            settings, choice, transport, model, session=session, on_event=relay, mcp=manager
         )
         yield Rune(
-            settings, choice, transport, model, caps, operator, session.id, relay, picked=picked
+            settings,
+            choice,
+            transport,
+            model,
+            caps,
+            operator,
+            session.id,
+            relay,
+            manager,
+            picked=picked,
         )
 
 
@@ -516,18 +550,24 @@ def build_operator(
     session: Any = None,
     on_event: ev.EventSink | None = None,
     tools: Any = None,
+    mcp: Any = None,
 ) -> Any:
     """The operator ``rune run`` drives for ``settings`` on ``transport``: the sandboxed
     tools, the generation options and the tool protocol (also used by ``bench/tasks.py``,
     which shares one model server between tasks). ``tools`` replaces the built-in tool set
-    (the benchmark's ablations)."""
+    (the benchmark's ablations); ``mcp`` (an ``McpManager``, :func:`mcp_servers`) adds its
+    servers' tools."""
     from rune.operator import RuneOperator
 
-    executor = (
+    executor: Any = (
         ToolExecutor(sandbox_policy(settings), settings.workspace)
         if tools is None
         else ToolExecutor(sandbox_policy(settings), settings.workspace, tools=tools)
     )
+    if mcp is not None:
+        from rune.tools.mcp.executor import CombinedExecutor, McpExecutor
+
+        executor = CombinedExecutor(executor, McpExecutor(mcp))
     return RuneOperator(
         transport,
         executor,

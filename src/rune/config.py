@@ -14,11 +14,15 @@ choose where the user's code goes (the backend, host or key) or what Rune loads 
 model file). Only the keys in :data:`PROJECT_KEYS` may come from a project file, and only with
 a narrowing value; any other key — including every key added later — is dropped with one line
 naming it, in :attr:`LoadedConfig.refused`.
+
+MCP servers (``[mcp.servers.NAME]`` tables, :class:`McpServerConfig`) come from the user file
+only: a server is a program Rune starts, so a project file that names one is refused whole.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,7 +30,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rune.errors import ConfigError
 from rune.limits import MAX_ITERATIONS, MIN_ITERATIONS
@@ -163,6 +167,75 @@ class Settings(BaseModel):
         return getattr(self, _field(key))
 
 
+#: a server's name: it prefixes its tools' names (``NAME__tool``), so no ``__`` in it
+MCP_SERVER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]*(?:_[A-Za-z0-9-]+)*")
+MCP_SERVER_NAME_MAX = 24
+#: seconds a server has to start and list its tools, and a call to return, by default
+MCP_START_TIMEOUT = 20.0
+MCP_CALL_TIMEOUT = 60.0
+
+
+class McpServerConfig(BaseModel):
+    """One ``[mcp.servers.NAME]`` table of the user's config: a stdio server (``command``) or a
+    streamable-HTTP one (``url``).
+
+    ``trusted``: all its tools run without asking; ``trusted_tools``: these (the server's own
+    tool names) do. ``contained``: None = inside bubblewrap when it works here, True = only
+    inside it (refuse to start otherwise), False = never. ``network`` lets a contained server
+    reach the network; ``writable`` lets it write its ``cwd`` (default: the workspace), with
+    the protections commands get; otherwise it writes nowhere but its private TMPDIR.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = Field(default_factory=dict)
+    cwd: Path | None = None
+    url: str | None = None
+    trusted: bool = False
+    trusted_tools: tuple[str, ...] = ()
+    contained: bool | None = None
+    network: bool = False
+    writable: bool = False
+    start_timeout: Annotated[float, Field(gt=0, le=600)] = MCP_START_TIMEOUT
+    call_timeout: Annotated[float, Field(gt=0, le=3600)] = MCP_CALL_TIMEOUT
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if len(value) > MCP_SERVER_NAME_MAX or not MCP_SERVER_NAME.fullmatch(value):
+            raise ValueError(
+                f"a server name is a letter, then letters, digits, '-' or single '_', at most "
+                f"{MCP_SERVER_NAME_MAX} characters (its tools are named NAME__tool)"
+            )
+        return value
+
+    @field_validator("cwd")
+    @classmethod
+    def _cwd(cls, value: Path | None) -> Path | None:
+        return None if value is None else _expand(value)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("not an http(s) URL")
+        return value
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either command (a stdio server) or url (streamable HTTP)")
+        if self.command is not None and not self.command.strip():
+            raise ValueError("command is empty")
+        return self
+
+
 @dataclass(frozen=True)
 class LoadedConfig:
     """Settings plus, for each key, the layer its value came from."""
@@ -171,6 +244,8 @@ class LoadedConfig:
     sources: Mapping[str, str]
     refused: tuple[str, ...] = ()
     files: tuple[Path, ...] = field(default=())
+    #: the MCP servers of the user's file (never from a project file)
+    mcp_servers: tuple[McpServerConfig, ...] = ()
 
 
 def user_config_file() -> Path:
@@ -210,8 +285,10 @@ def load(
             sources[key] = origin[key] if origin else source
 
     user = _read_toml(user_file)
+    servers: tuple[McpServerConfig, ...] = ()
     if user is not None:
         files.append(user_file)
+        servers = mcp_servers(user.pop(MCP_TABLE, None), f"user file {user_file}")
         apply(user, f"user file {user_file}")
 
     # The workspace decides where the project file is, so it is settled first, without it.
@@ -224,8 +301,14 @@ def load(
     if project is not None:
         files.append(project_file)
         source = f"project file {project_file}"
+        if project.pop(MCP_TABLE, None) is not None:
+            refused.append(
+                f"{source}: ignored [mcp]: a project file may not add or change MCP servers "
+                "(each is a program Rune would start); put them in your user file"
+            )
         _validate_layer(project, source)
-        narrowed, refused = _narrow(project, values, source)
+        narrowed, not_taken = _narrow(project, values, source)
+        refused += not_taken
         apply(narrowed, source)
 
     env_values, env_origin = _env_layer(env)
@@ -235,7 +318,34 @@ def load(
     )
 
     settings = Settings.model_validate({_field(k): v for k, v in values.items()})
-    return LoadedConfig(settings, sources, tuple(refused), tuple(files))
+    return LoadedConfig(settings, sources, tuple(refused), tuple(files), servers)
+
+
+MCP_TABLE = "mcp"
+
+
+def mcp_servers(table: Any, source: str) -> tuple[McpServerConfig, ...]:
+    """The ``[mcp]`` table of the user's file: ``[mcp.servers.NAME]`` tables, in file order."""
+    if table is None:
+        return ()
+    if not isinstance(table, dict) or set(table) - {"servers"}:
+        raise ConfigError(f"{source}: [mcp] holds only [mcp.servers.NAME] tables")
+    servers = table.get("servers", {})
+    if not isinstance(servers, dict):
+        raise ConfigError(f"{source}: [mcp.servers] holds only [mcp.servers.NAME] tables")
+    found: list[McpServerConfig] = []
+    for name, entry in servers.items():
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{source}: [mcp.servers.{name}] must be a table")
+        try:
+            found.append(McpServerConfig.model_validate({**entry, "name": name}))
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "the table"
+            raise ConfigError(
+                f"{source}: [mcp.servers.{name}]: bad {where}: {first['msg']}"
+            ) from None
+    return tuple(found)
 
 
 def _read_toml(path: Path) -> dict[str, Any] | None:

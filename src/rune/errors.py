@@ -19,8 +19,10 @@ above the boundary never sees them::
     ├── ContextOverflow             the request cannot fit in the model's window even after eviction
     ├── ToolError                   a tool failed; its message goes back to the model
     │   ├── ToolInputError          unknown tool, missing or wrongly typed arguments
-    │   └── SandboxDenied           the sandbox refused a path: outside the roots, blocked,
-    │                               a credential store, protected, or odd syntax (message = denial)
+    │   ├── SandboxDenied           the sandbox refused a path: outside the roots, blocked,
+    │   │                           a credential store, protected, or odd syntax (message = denial)
+    │   └── McpError                an MCP server did not start, crashed, timed out or answered
+    │                               malformed
     ├── ApprovalError               a pending approval cannot be resumed
     │   ├── InvalidPendingState     the state is not a pending state Rune wrote
     │   └── ApprovalMismatch        the state was altered after it was prepared and shown, or
@@ -102,6 +104,11 @@ class ToolInputError(ToolError):
 
 class SandboxDenied(ToolError):
     pass
+
+
+class McpError(ToolError):
+    """An MCP server failed: it did not start, crashed, timed out, or answered in a shape
+    Rune cannot read. The model hears it as a tool error; the loop and other servers go on."""
 
 
 class ApprovalError(RuneError):

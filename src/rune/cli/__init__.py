@@ -181,6 +181,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "pull": ("download a model Rune runs itself (none given: list them)", _pull),
     "models": ("the server's models and the pulled ones: tools, context", _backend_options),
     "doctor": ("check the server, model, sandbox policy and containment", _inspect),
+    "mcp": ("start your MCP servers: their state, tools and which ask first", _inspect),
     "config": ("show each effective setting and where it came from", _inspect),
     "tui": ("the full-screen interface", _tui),
 }

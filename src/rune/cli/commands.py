@@ -107,6 +107,8 @@ def opened(loaded: LoadedConfig, reporter: ConsoleReporter, **options: Any) -> I
             reporter.line(
                 Text(f"session {rune.session_id} · workspace {rune.workspace}", style="dim")
             )
+            for note in rune.startup_warnings():
+                err.print(Text(f"warning: {note}", style="yellow"))
             yield rune
     finally:
         reporter.close()
@@ -561,6 +563,34 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return run_doctor(load_config(args), out)
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Start the configured MCP servers, list each with its state and tools, stop them."""
+    from rune.app import mcp_servers
+    from rune.cli.doctor import mcp_checks
+    from rune.config import user_config_file
+
+    loaded = load_config(args)
+    if not loaded.mcp_servers:
+        out.print(f"no MCP servers configured; add [mcp.servers.NAME] to {user_config_file()}")
+        return EXIT_OK
+    with mcp_servers(loaded.mcp_servers, loaded.settings) as manager:
+        checks = mcp_checks(manager)
+        for check, status in zip(checks, manager.statuses(), strict=True):
+            mark = Text("ok  ", style="green") if check.ok else Text("!!  ", style="bold red")
+            out.print(mark + Text(f"{check.name}: {check.found}"))
+            for tool in status.tools:
+                how = "asks first" if tool.asks else "runs at once"
+                why = (
+                    "trusted by your config"
+                    if tool.trusted
+                    else ("declared read-only" if tool.read_only else "not declared read-only")
+                )
+                out.print(Text(f"      {tool.name:<32} {how} ({why})"))
+            for warning in status.warnings:
+                out.print(Text(f"      warning: {warning}", style="yellow"))
+    return EXIT_OK if all(c.ok for c in checks) else EXIT_FAILED
+
+
 def cmd_tui(args: argparse.Namespace) -> int:
     import sys
 
@@ -592,5 +622,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "models": cmd_models,
     "config": cmd_config,
     "doctor": cmd_doctor,
+    "mcp": cmd_mcp,
     "tui": cmd_tui,
 }

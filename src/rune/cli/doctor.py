@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from dataclasses import dataclass
+from typing import Any
 
 from rich.console import Console
 from rich.text import Text
@@ -36,6 +37,7 @@ def run_checks(loaded: LoadedConfig) -> list[Check]:
         capabilities,
         choose_backend,
         commands_contained,
+        mcp_servers,
         open_transport,
         policy_report,
         protocol_for,
@@ -131,6 +133,9 @@ def run_checks(loaded: LoadedConfig) -> list[Check]:
     )
     # The effective policy, in full: what the README's sandbox section promises, as configured.
     checks += [Check(f"sandbox, {what}", True, detail) for what, detail in policy_report(settings)]
+    if loaded.mcp_servers:
+        with mcp_servers(loaded.mcp_servers, settings) as manager:
+            checks += mcp_checks(manager)
     contained, how = commands_contained()
     checks.append(
         Check(
@@ -144,6 +149,28 @@ def run_checks(loaded: LoadedConfig) -> list[Check]:
         )
     )
     return checks
+
+
+def mcp_checks(manager: Any) -> list[Check]:
+    """One check per MCP server of ``manager`` (an ``McpManager``, started): its state, where
+    it runs, its tools and how many ask first."""
+    checks = []
+    for status in manager.statuses():
+        name = f"mcp {status.name}"
+        if status.state != "ready":
+            checks.append(Check(name, False, f"{status.state}: {status.error}", MCP_FIX))
+            continue
+        asking = [t.name for t in status.tools if t.asks]
+        tools = f"{len(status.tools)} tools, {len(asking)} ask first" + (
+            f" ({', '.join(asking)})" if asking else ""
+        )
+        checks.append(
+            Check(name, True, f"ready in {status.startup:.1f} s; {status.where()}; {tools}")
+        )
+    return checks
+
+
+MCP_FIX = "check its command or url in your user config; `rune mcp` lists every server"
 
 
 def run_doctor(loaded: LoadedConfig, console: Console) -> int:

@@ -127,9 +127,9 @@ def seccomp_works(bwrap: str) -> bool:
     return done.returncode == 0
 
 
-def _isolation_flags() -> list[str]:
+def _isolation_flags(network: bool = False) -> list[str]:
     flags = [
-        "--unshare-net",
+        *(() if network else ("--unshare-net",)),
         "--unshare-pid",
         "--unshare-ipc",
         "--die-with-parent",
@@ -141,10 +141,18 @@ def _isolation_flags() -> list[str]:
     return flags
 
 
-def bwrap_argv(bwrap: str, plan: Plan, workspace: Path, seccomp_fd: int | None) -> list[str]:
+def bwrap_argv(
+    bwrap: str,
+    plan: Plan,
+    workspace: Path,
+    seccomp_fd: int | str | None,
+    *,
+    network: bool = False,
+) -> list[str]:
     """The bwrap prefix for a command: isolation, base mounts, the plan's mounts, the
-    seccomp filter."""
-    argv = [bwrap, *_isolation_flags(), *_BASE_MOUNTS, *plan.mounts]
+    seccomp filter. ``network`` keeps the host's network (MCP servers the user's config lets
+    reach it); ``seccomp_fd`` may be a placeholder a launcher replaces (``rune.tools.mcp``)."""
+    argv = [bwrap, *_isolation_flags(network), *_BASE_MOUNTS, *plan.mounts]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
     return [*argv, "--chdir", str(workspace), "--"]

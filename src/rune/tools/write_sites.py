@@ -43,6 +43,9 @@ ALLOWED_WRITE_SITES: frozenset[tuple[str, str]] = frozenset(
         # After a contained command: removes a git control file the command created in the
         # top .git (it did not exist before), through no-follow directory handles.
         ("rune.tools.containment", "_remove_created"),
+        # An MCP server's stderr: an anonymous temporary file (no name, gone when closed),
+        # never a path a model chose.
+        ("rune.tools.mcp.client", "McpManager._transport"),
         ("rune.canary", "check_approve_from_serialized_state"),
         ("rune.canary", "main"),
     }

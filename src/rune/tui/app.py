@@ -164,6 +164,9 @@ class RuneApp(App[int]):
         self.rune.relay.target = self._relay
         self.set_interval(0.5, self._tick)
         self._replay_history()
+        warnings = getattr(self.rune, "startup_warnings", None)
+        for note in warnings() if callable(warnings) else ():
+            self._note(f"warning: {note}", "warning")
         # Whatever the journal left open comes first: a waiting approval, an interrupted turn.
         self._resuming = True
         self._call(self.rune.operator.resume)
