@@ -32,7 +32,7 @@ from rune.transport.base import DeltaSink
 SCHEMA_NAME = "rune_turn"
 
 
-def turn_schema(specs: Sequence[Any]) -> dict[str, Any]:
+def turn_schema(specs: Sequence[Any], *, answer: bool = True) -> dict[str, Any]:
     """The JSON schema of one turn: a call of one of ``specs``, or the final answer."""
     forms: list[dict[str, Any]] = [
         _object(
@@ -43,7 +43,8 @@ def turn_schema(specs: Sequence[Any]) -> dict[str, Any]:
         )
         for spec in specs
     ]
-    forms.append(_object({"answer": {"type": "string"}}))
+    if answer:
+        forms.append(_object({"answer": {"type": "string"}}))
     return {"anyOf": forms}
 
 
@@ -84,8 +85,13 @@ def constrained_prompt(specs: Sequence[Any]) -> str:
         '{"answer": "<what you did, for the user>"} when the task is done.',
         "Tools:",
     ]
+    checks = [spec.name for spec in specs if getattr(spec, "checks", False)]
+    if checks:
+        lines.insert(
+            3, f"After a change, check it with {checks[0]} (for example, the call the task names)."
+        )
     lines.extend(f"- {signature(spec)}: {_first_sentence(spec.description)}" for spec in specs)
-    example = _example(specs)
+    example = _example(specs, checks[0] if checks else None)
     if example:
         lines.extend(["", example])
     return "\n".join(lines)
@@ -107,12 +113,13 @@ def _first_sentence(text: str) -> str:
 
 _EXAMPLE_TASK = 'Example. The user says: "greet() in hello.py uses the wrong name"; hello.py holds:'
 _EXAMPLE_FILE = 'NAME = "world"\n\n\ndef greet(name):\n    return "Hello, " + NAME\n'
+_EXAMPLE_CHECK_CODE = "from hello import greet\nprint(greet('Ada'))"
 _EXAMPLE_AFTER = {"answer": "greet() now greets the name it is given."}
 
 
-def _example(specs: Sequence[Any]) -> str | None:
+def _example(specs: Sequence[Any], check_tool: str | None) -> str | None:
     """One worked fix with the most precise edit tool there is (a copied example should be a
-    good one), then the answer that ends the task."""
+    good one), its check when there is a check tool, then the answer that ends the task."""
     names = {spec.name for spec in specs}
     if "replace_function" in names:
         call: dict[str, Any] = {
@@ -134,16 +141,15 @@ def _example(specs: Sequence[Any]) -> str | None:
         }
     else:
         return None
-    return "\n".join(
-        [
-            _EXAMPLE_TASK,
-            _EXAMPLE_FILE,
-            "You reply:",
-            json.dumps(call, ensure_ascii=False),
-            "and after the result of the tool:",
-            json.dumps(_EXAMPLE_AFTER, ensure_ascii=False),
-        ]
-    )
+    lines = [_EXAMPLE_TASK, _EXAMPLE_FILE, "You reply:", json.dumps(call, ensure_ascii=False)]
+    if check_tool is not None:
+        check = {"tool": check_tool, "arguments": {"code": _EXAMPLE_CHECK_CODE}}
+        lines += ["then, to check the change:", json.dumps(check, ensure_ascii=False)]
+        lines += ["and when its output is right:"]
+    else:
+        lines += ["and after the result of the tool:"]
+    lines.append(json.dumps(_EXAMPLE_AFTER, ensure_ascii=False))
+    return "\n".join(lines)
 
 
 def format_hint() -> str:

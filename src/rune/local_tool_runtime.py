@@ -164,6 +164,8 @@ class LocalToolRuntime:
         self._tool_names = frozenset(spec.name for spec in executor.specs())
         self._schemas = [spec.schema() for spec in executor.specs()]
         self._turn_schema = constrained.turn_schema(executor.specs())
+        self._check_tools = frozenset(spec.name for spec in executor.specs() if spec.checks)
+        self._unanswerable_schema = constrained.turn_schema(executor.specs(), answer=False)
 
     # --- public API ---------------------------------------------------------------------
 
@@ -309,7 +311,9 @@ class LocalToolRuntime:
         on_delta: Any = self.on_event
         if state.protocol == CONSTRAINED:
             # Passed only here, so a Transport written before structured output still works.
-            extra["response_schema"] = self._turn_schema
+            extra["response_schema"] = (
+                self._unanswerable_schema if self._change_unchecked(state) else self._turn_schema
+            )
             on_delta = constrained.TurnStream(self.on_event)
         result = self.transport.chat(
             self.model,
@@ -361,6 +365,28 @@ class LocalToolRuntime:
         if parsed.error is not None and state.protocol == TEXT_FALLBACK:
             return self._protocol_error(state, parsed.error)
         return self._answer(state, parsed.visible_text)
+
+    def _owes_check(self, state: LoopState, name: str) -> bool:
+        """Whether a call of ``name`` leaves a change to check (see :meth:`_change_unchecked`)."""
+        return (
+            state.protocol == CONSTRAINED
+            and bool(self._check_tools)
+            and self.executor.is_mutating(name)
+        )
+
+    def _change_unchecked(self, state: LoopState) -> bool:
+        """Whether the model tried a change (made or failed) and has not run a check since.
+        Until it has, a constrained turn may not be the answer: small models call a wrong fix
+        done, and find it wrong once they run it (task suite, ``bench/README.md``). A change
+        the user rejected needs no check; without a check tool there is no rule."""
+        if not self._check_tools:
+            return False
+        for event in reversed(state.events):
+            if event.name in self._check_tools:
+                return False
+            if self.executor.is_mutating(event.name):
+                return event.status != "rejected"
+        return False
 
     def _take_constrained_turn(
         self, state: LoopState, content: str, done_reason: str | None
@@ -473,6 +499,10 @@ class LocalToolRuntime:
         preview: str | None = None,
     ) -> None:
         """A call's end: ``result`` answers it, its event is recorded and sent."""
+        if status != "rejected" and self._owes_check(state, request.name):
+            result += (
+                f"\nBefore you answer, run {min(self._check_tools)} to check the code as it is now."
+            )
         self._answer_call(state, request, result, ok=status == "done")
         event = self._event(state, request, status, output=output, error=error, preview=preview)
         state.events.append(event)

@@ -15,6 +15,7 @@ from typing import Any
 
 from rune.errors import ToolError, ToolInputError
 from rune.messages import thaw
+from rune.tools import checks
 from rune.tools.builtin import BUILTIN_TOOLS, BuiltinTool, ToolContext
 from rune.tools.commands import containment
 from rune.tools.sandbox import SandboxPolicy, validate_read_path, validate_write_path
@@ -104,6 +105,8 @@ class ToolExecutor:
     Relative paths resolve against ``workspace`` (default: the current directory at
     construction), never against a directory the model names. ``contain_commands``: True =
     run_command only inside bubblewrap, False = never, None = whenever bwrap works here.
+    The check tools (``run_python``) are offered only where they can run contained: they run
+    without approval because the sandbox makes them read-only.
     """
 
     def __init__(
@@ -117,7 +120,8 @@ class ToolExecutor:
         self.policy = policy if policy is not None else SandboxPolicy.default()
         self.workspace = Path(os.path.realpath(workspace if workspace is not None else os.getcwd()))
         self._ctx = ToolContext(self.policy, self.workspace, contain_commands)
-        self._tools = {t.spec.name: t for t in tools}
+        can_check = checks.can_run_contained(self._ctx)
+        self._tools = {t.spec.name: t for t in tools if can_check or not t.spec.checks}
         self._specs = tuple(t.spec for t in self._tools.values())
 
     def specs(self) -> Sequence[ToolSpec]:

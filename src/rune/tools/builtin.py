@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rune.tools.base import BuiltinTool, ToolContext
+from rune.tools.checks import RUN_PYTHON
 from rune.tools.commands import RUN_COMMAND
 from rune.tools.files import EDIT_FILE, LIST_DIR, READ_FILE, REPLACE_FUNCTION, WRITE_FILE
 from rune.tools.formatting import FORMAT_CODE
@@ -18,5 +19,6 @@ BUILTIN_TOOLS: tuple[BuiltinTool, ...] = (
     EDIT_FILE,
     WRITE_FILE,
     FORMAT_CODE,
+    RUN_PYTHON,
     RUN_COMMAND,
 )

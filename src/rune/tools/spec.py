@@ -11,12 +11,15 @@ from rune.messages import freeze, thaw
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
-    """A tool as the model sees it (name, description, JSON schema) plus whether it mutates."""
+    """A tool as the model sees it (name, description, JSON schema) plus whether it mutates,
+    and whether it is a check: a read-only run of the project's code that a change can be
+    verified with (the constrained protocol asks for one after each change)."""
 
     name: str
     description: str
     parameters: Mapping[str, Any]
     mutating: bool = False
+    checks: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "parameters", freeze(self.parameters))

@@ -1,0 +1,203 @@
+"""run_python: a check that runs without approval because the sandbox leaves it nothing to change;
+and the constrained protocol's rule that a change is checked before the model may answer."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rune.constrained import constrained_prompt, turn_schema
+from rune.local_tool_runtime import LocalToolRuntime
+from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.tools.commands import bwrap_works, find_bwrap
+from rune.transport.scripted import ScriptedTransport
+
+BWRAP = find_bwrap()
+needs_bwrap = pytest.mark.skipif(
+    BWRAP is None or not bwrap_works(BWRAP), reason="bubblewrap cannot build a sandbox here"
+)
+BROKEN = "def add(a, b):\n    return a - b\n"
+FIXED = "def add(a, b):\n    return a + b\n"
+TASK = [{"role": "user", "content": "add(2, 3) in calc.py should be 5. Fix it."}]
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    path.mkdir()
+    (path / "calc.py").write_text(BROKEN)
+    return path
+
+
+def executor(ws: Path, contain: bool | None = None) -> ToolExecutor:
+    return ToolExecutor(SandboxPolicy.workspace_only(ws), ws, contain_commands=contain)
+
+
+def check(ws: Path, code: str) -> str:
+    return executor(ws).run("run_python", {"code": code})
+
+
+# --- the tool ---------------------------------------------------------------------------------
+
+
+@needs_bwrap
+def test_it_runs_the_projects_code_without_approval(ws: Path) -> None:
+    ex = executor(ws)
+    assert "run_python" in [s.name for s in ex.specs()]
+    assert not ex.is_mutating("run_python")
+    assert check(ws, "from calc import add\nprint(add(2, 3))").splitlines() == [
+        "-1",
+        "[exit code 0]",
+    ]
+
+
+@needs_bwrap
+def test_it_cannot_change_the_workspace_or_leave_anything_in_it(ws: Path) -> None:
+    out = check(ws, "open('calc.py', 'w').write('x')\n")
+    assert "Read-only file system" in out and "[exit code 1]" in out
+    out = check(ws, "import calc, pathlib; pathlib.Path('new.txt').write_text('x')")
+    assert "Read-only file system" in out
+    assert sorted(p.name for p in ws.iterdir()) == ["calc.py"]  # no __pycache__ either
+    assert (ws / "calc.py").read_text() == BROKEN
+
+
+@needs_bwrap
+def test_it_cannot_reach_a_server_on_the_host(ws: Path) -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        out = check(ws, f"import socket\nsocket.create_connection(('127.0.0.1', {port}), 2)")
+        server.settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            server.accept()
+    assert "Error" in out and "[exit code 1]" in out
+
+
+@needs_bwrap
+def test_it_sees_no_secret_from_the_environment(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-do-not-leak")
+    out = check(ws, "import os\nprint(sorted(k for k in os.environ if 'KEY' in k))")
+    assert out.splitlines()[0] == "[]"
+    assert os.environ["OPENAI_API_KEY"] == "sk-do-not-leak"
+
+
+@needs_bwrap
+def test_a_check_that_hangs_is_stopped(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("rune.tools.checks.CHECK_TIMEOUT", 1)
+    assert "timed out after 1 s" in check(ws, "while True: pass")
+
+
+@pytest.mark.parametrize("code", ["", "   ", "print(1)\0", "x = 1\n" * 1000])
+@needs_bwrap
+def test_bad_code_is_a_typed_input_error(ws: Path, code: str) -> None:
+    from rune.errors import ToolInputError
+
+    with pytest.raises(ToolInputError):
+        check(ws, code)
+
+
+def test_it_is_not_offered_where_commands_run_uncontained(ws: Path) -> None:
+    ex = executor(ws, contain=False)
+    assert "run_python" not in [s.name for s in ex.specs()]
+    assert "run_python" not in constrained_prompt(ex.specs())
+
+
+# --- the rule: check before answering -----------------------------------------------------------
+
+
+def turn(**fields: Any) -> dict[str, Any]:
+    return {"content": json.dumps(fields)}
+
+
+def fix() -> dict[str, Any]:
+    return turn(
+        tool="replace_function", arguments={"path": "calc.py", "name": "add", "code": FIXED}
+    )
+
+
+def schemas(transport: ScriptedTransport) -> list[bool]:
+    """For each model call: whether the answer form was allowed."""
+    return [
+        any("answer" in form["properties"] for form in r.response_schema["anyOf"])
+        for r in transport.requests
+        if r.response_schema is not None
+    ]
+
+
+def approve_all(runtime: LocalToolRuntime, resp: Any) -> Any:
+    while resp.pending is not None:
+        resp = runtime.approve(resp.pending_state)
+    return resp
+
+
+@needs_bwrap
+def test_after_a_change_the_model_may_answer_only_once_it_has_checked(ws: Path) -> None:
+    transport = ScriptedTransport(
+        [
+            fix(),
+            turn(tool="run_python", arguments={"code": "import calc; print(calc.add(2, 3))"}),
+            turn(answer="add() adds."),
+        ],
+        tools=True,
+    )
+    runtime = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
+    resp = approve_all(runtime, runtime.run(TASK))
+    assert resp.success and resp.text == "add() adds."
+    assert schemas(transport) == [True, False, True]
+    assert [(e.name, e.status) for e in resp.events] == [
+        ("replace_function", "done"),
+        ("run_python", "done"),
+    ]
+    change_result = str(transport.requests[1].messages[-1]["content"])
+    assert "Before you answer, run run_python to check the code as it is now." in change_result
+    assert "5\n[exit code 0]" in str(transport.requests[2].messages[-1]["content"])
+    assert "Before you answer" not in str(transport.requests[2].messages[-1]["content"])
+    executor_specs = executor(ws).specs()
+    assert transport.requests[1].response_schema == turn_schema(executor_specs, answer=False)
+
+
+@needs_bwrap
+def test_a_failed_change_needs_a_check_too_and_a_rejected_one_does_not(ws: Path) -> None:
+    same = turn(
+        tool="replace_function", arguments={"path": "calc.py", "name": "add", "code": BROKEN}
+    )
+    unchecked = turn(answer="no change needed")
+    transport = ScriptedTransport([same, unchecked, unchecked], tools=True)
+    runtime = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
+    resp = runtime.run(TASK)
+    # (A server that ignores the grammar may still answer; the answer after a failed change is
+    # sent back once, and the check is still owed on that turn.)
+    assert resp.success and schemas(transport) == [True, False, False]
+
+    transport = ScriptedTransport([fix(), turn(answer="as you wish")], tools=True)
+    runtime = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
+    paused = runtime.run(TASK)
+    resp = runtime.reject(paused.pending_state, reason="not like that")
+    assert resp.success and schemas(transport) == [True, True]
+
+
+def test_without_a_check_tool_there_is_no_rule(ws: Path) -> None:
+    transport = ScriptedTransport([fix(), turn(answer="done")], tools=True)
+    runtime = LocalToolRuntime(
+        transport, executor(ws, contain=False), model="m", protocol="constrained"
+    )
+    resp = approve_all(runtime, runtime.run(TASK))
+    assert resp.success and schemas(transport) == [True, True]
+    assert (ws / "calc.py").read_text() == FIXED
+
+
+@needs_bwrap
+def test_the_prompt_shows_the_check_in_its_worked_example(ws: Path) -> None:
+    prompt = constrained_prompt(executor(ws).specs())
+    assert "check it with run_python" in prompt
+    lines = prompt.splitlines()
+    calls = [
+        json.loads(line) for line in lines if line.startswith('{"tool": "') and "<" not in line
+    ]
+    assert [c["tool"] for c in calls] == ["replace_function", "run_python"]
