@@ -19,18 +19,19 @@ import sys
 from pathlib import Path
 
 from rune.errors import ToolError, ToolInputError
-from rune.tools.base import Args, BuiltinTool, ToolContext, ToolSpec, object_schema, string_arg
+from rune.tools.base import Args, BuiltinTool, ToolContext, object_schema, string_arg
 from rune.tools.commands import (
     bwrap_argv,
     bwrap_works,
     containment,
-    filter_fd,
     find_bwrap,
     format_outcome,
     run_captured,
     seccomp_works,
 )
 from rune.tools.containment import plan_mounts, scrubbed_environment
+from rune.tools.seccomp import filter_fd
+from rune.tools.spec import ToolSpec
 
 #: seconds a check may run (a check is a few calls, not a test suite)
 CHECK_TIMEOUT = 20
