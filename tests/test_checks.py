@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from rune.constrained import constrained_prompt, turn_schema
-from rune.local_tool_runtime import LocalToolRuntime
 from rune.errors import ToolError
+from rune.local_tool_runtime import LocalToolRuntime
 from rune.tool_executor import SandboxPolicy, ToolExecutor
 from rune.tools.commands import bwrap_works, find_bwrap
 from rune.transport.scripted import ScriptedTransport

@@ -160,15 +160,21 @@ def test_a_journal_with_nothing_readable_is_a_typed_error(store: SessionStore) -
 
 def test_status_follows_the_last_state_record(store: SessionStore) -> None:
     s = store.create(model="m", workspace="/w", backend="b")
-    assert s.status == "active"
+    assert s.status == "new"
     s.append("user", {"message": {"role": "user", "content": "go"}})
-    assert s.status == "active"
+    assert s.status == "running"
     s.append("pending", {"state": {"rune_pending_state": 1}, "pending": {}})
     assert s.status == "pending approval"
     assert s.pending_state == {"rune_pending_state": 1}
     s.append("decision", {"decision": "approved", "reason": ""})
-    assert s.status == "active"
+    assert s.status == "running"
     assert s.pending_state is None
-    s.append("turn_end", {"success": False, "error": "iteration limit"})
+    s.append("turn_end", {"success": False, "error": "model went away", "error_kind": "X"})
     assert s.status == "failed"
+    s.append("turn_end", {"success": False, "outcome": "limit", "error_kind": "IterationLimit"})
+    assert s.status == "iteration limit"
+    s.append("turn_end", {"success": True, "outcome": "incomplete", "incomplete": "rejected"})
+    assert s.status == "incomplete"
+    s.append("turn_end", {"success": True})  # a journal from before outcomes were recorded
+    assert s.status == "done"
     s.close()

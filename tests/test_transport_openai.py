@@ -364,7 +364,7 @@ def test_nothing_listening_is_server_unreachable_with_a_hint() -> None:
             transport.chat(MODEL_ID, [{"role": "user", "content": "x"}])
         with pytest.raises(ServerUnreachable):
             transport.supports_tools(MODEL_ID)
-    assert "llama-server" in str(caught.value) and "--base-url" in str(caught.value)
+    assert "llama-server" in str(caught.value) and "--backend URL" in str(caught.value)
 
 
 @pytest.mark.parametrize(

@@ -51,14 +51,14 @@ def test_under_yes_the_check_asks_and_without_an_answer_does_not_run(home: Path)
     assert code == 0, stdout + stderr
     assert "approved by --yes" in stdout  # the edit: an ordinary file in the workspace
     assert "Approval needed: run_command" in stdout and "calc.add(2, 3)" in stdout
-    assert "check: not run" in stdout
+    assert "? not checked" in stdout
     assert "runs only when you approve it" in stderr
     assert not (home / "pwned").exists()
 
 
 def test_a_rejected_check_does_not_run(home: Path) -> None:
     stdout, stderr, _ = demo(home, "--yes", stdin="r no thanks\n")
-    assert "check: not run" in stdout and "not approved" in stderr
+    assert "? not checked" in stdout and "not approved" in stderr
     assert not (home / "pwned").exists()
 
 
@@ -67,7 +67,7 @@ def test_an_approved_check_runs_contained(home: Path) -> None:
     stdout, stderr, code = demo(home, "--yes", stdin="a\n")
     assert code == 0, stdout + stderr
     assert "runs contained (bubblewrap)" in stdout
-    assert "check: add(2, 3) == 5 now" in stdout
+    assert "✓ fixed: add(2, 3) == 5 now" in stdout
     assert not (home / "pwned").exists()  # the import ran, but could not write outside
 
 
@@ -76,5 +76,5 @@ def test_yes_yes_approves_the_check_and_it_still_runs_contained(home: Path) -> N
     stdout, stderr, code = demo(home, "--yes", "--yes")
     assert code == 0, stdout + stderr
     assert "approved by --yes --yes" in stdout
-    assert "check: add(2, 3) == 5 now" in stdout
+    assert "✓ fixed: add(2, 3) == 5 now" in stdout
     assert not (home / "pwned").exists()

@@ -83,7 +83,8 @@ def test_rune_run_yes_writes_nothing_outside_the_workspace(tmp_path: Path) -> No
         "go",
         script=HOME_ATTACK,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    # the model answers after its changes failed: not done (exit 4)
+    assert done.returncode == 4, done.stdout + done.stderr
     assert done.stdout.count("outside allowed write directories") == 4
     for path in (".vim/plugin/x.vim", ".gdbinit", "other-project/conftest.py", "bin/git"):
         assert not (home / path).exists(), path
@@ -234,7 +235,8 @@ def test_the_commondir_attack_leaves_git_alone(tmp_path: Path) -> None:
         home, "run", "--backend", "scripted", "--yes", "--workspace", str(project), "go",
         script=script,
     )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
+    # the model answers after its changes failed: not done (exit 4)
+    assert done.returncode == 4, done.stdout + done.stderr
     assert not (project / ".git" / "commondir").exists()
     assert "[core]" in (project / ".git" / "config").read_text()
     assert done.stdout.count("is protected") == 2
@@ -397,6 +399,7 @@ def test_rune_run_yes_creates_no_odd_names_and_no_deep_tree(tmp_path: Path) -> N
     ]
     args = ["run", "--backend", "scripted", "--yes", "--workspace", str(project), "go"]
     done = rune(home, *args, script=script)
-    assert done.returncode == 0, done.stdout + done.stderr
+    # the model answers after its changes failed: not done (exit 4)
+    assert done.returncode == 4, done.stdout + done.stderr
     assert done.stdout.count("write_file denied:") == 5
     assert os.listdir(project) == []

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.fakes.ollama_server import FakeModel, FakeOllama, Reply, text_reply
+from textual.widgets import Input
 
 from rune.app import BackendChoice, Rune, open_rune, sandbox_policy
 from rune.config import load
@@ -57,7 +59,7 @@ def header(app: RuneApp) -> str:
 
 
 def notes(app: RuneApp) -> str:
-    return "\n".join(str(w.render()) for w in app.query(".note, .done, .error"))
+    return "\n".join(str(w.render()) for w in app.query(".note, .done, .error, .warning"))
 
 
 def approval_shown(app: RuneApp) -> bool:
@@ -96,7 +98,9 @@ async def test_reject_flow_sends_the_reason_and_keeps_the_file(workspace: Path) 
             await pilot.press("r")
             await pilot.press(*"use git")
             await pilot.press("enter")
-            await until(pilot, lambda: "✓ done" in notes(app), "the end of the turn")
+            # The model answers anyway: that is not done, the change it asked for was refused.
+            await until(pilot, lambda: "answered, but not finished" in notes(app), "the end")
+            assert "✓ done" not in notes(app)
             lines = list(app.query(ToolLine))
             assert [line.status for line in lines] == ["done", "rejected"]
             assert "rejected by the operator: use git" in str(lines[1].title)
@@ -254,3 +258,102 @@ def test_snapshot_approval_screen(workspace: Path, snap_compare: Any) -> None:
 
     app = RuneApp(snapshot_rune(workspace), task=DEMO_TASK)
     assert snap_compare(app, run_before=reach_approval, terminal_size=(100, 30))
+
+
+# --- stopping: against a real HTTP server that never answers the model call --------------
+
+
+@contextmanager
+def silent_server_rune(
+    workspace: Path, server: FakeOllama, session_id: str | None = None
+) -> Iterator[Rune]:
+    loaded = load(
+        {
+            "backend": "ollama",
+            "ollama_host": server.url,
+            "model": "qwen3:latest",
+            "workspace": str(workspace),
+        },
+        env={},
+        user_file=workspace / "no-user-config.toml",
+    )
+    with open_rune(loaded, session_id=session_id, title="tui stop test") as rune:
+        yield rune
+
+
+def never_answers() -> Reply:
+    """A model call the server takes and never answers (until the server stops)."""
+    return Reply(stall=3600)
+
+
+@pytest.mark.anyio
+async def test_esc_stops_a_model_call_that_never_ends_and_ctrl_g_goes_on(
+    workspace: Path,
+) -> None:
+    with FakeOllama([FakeModel("qwen3:latest", ("completion", "tools"))]) as server:
+        server.script(never_answers(), text_reply("Hello again."))
+        with silent_server_rune(workspace, server) as rune:
+            app = RuneApp(rune, task="say hello")
+            async with app.run_test(size=(160, 40)) as pilot:
+                await until(pilot, lambda: rune.transport.progress() is not None, "the call")
+                await until(pilot, lambda: "waiting for the model" in header(app), "status")
+                await pilot.press("escape")
+                await until(pilot, lambda: "stopped" in notes(app), "the stop")
+                assert not app.busy and "idle" in header(app)
+                await pilot.press("ctrl+g")
+                await until(pilot, lambda: "✓ done" in notes(app), "the turn, gone on")
+                assert "Hello again." in "\n".join(str(w.render()) for w in app.query(".assistant"))
+        # The second call carried the same conversation: the task, once.
+        second = server.bodies()[-1]["messages"]
+        assert [m["content"] for m in second if m["role"] == "user"] == ["say hello"]
+
+
+@pytest.mark.anyio
+async def test_ctrl_q_quits_during_a_call_that_never_ends_and_the_session_resumes(
+    workspace: Path,
+) -> None:
+    from rune.sessions import SessionStore
+
+    with FakeOllama([FakeModel("qwen3:latest", ("completion", "tools"))]) as server:
+        server.script(never_answers())
+        with silent_server_rune(workspace, server) as rune:
+            app = RuneApp(rune, task="say hello")
+            async with app.run_test(size=(160, 40)) as pilot:
+                await until(pilot, lambda: rune.transport.progress() is not None, "the call")
+                await pilot.press("ctrl+q")
+            # Reaching this line at all means quitting did not wait for the call to end.
+            assert app.return_code == 0
+            session_id = rune.session_id
+        (listed,) = SessionStore().list()
+        assert (listed.id, listed.status) == (session_id, "interrupted")
+        server.script(text_reply("Hello."))
+        with silent_server_rune(workspace, server, session_id) as again:
+            response = again.operator.resume()
+        assert response is not None and response.outcome == "done"
+        assert response.text == "Hello."
+
+
+@pytest.mark.anyio
+async def test_enter_while_busy_says_so_and_up_recalls_the_last_task(workspace: Path) -> None:
+    with FakeOllama([FakeModel("qwen3:latest", ("completion", "tools"))]) as server:
+        server.script(text_reply("One."), never_answers())
+        with silent_server_rune(workspace, server) as rune:
+            app = RuneApp(rune)
+            async with app.run_test(size=(160, 40)) as pilot:
+                await until(pilot, lambda: not app.busy, "the start")
+                await pilot.press(*"first task", "enter")
+                await until(pilot, lambda: "✓ done" in notes(app), "the first task")
+                await pilot.press(*"second task", "enter")
+                await until(pilot, lambda: app.busy, "the second call")
+                await pilot.press(*"third", "enter")
+                await until(pilot, lambda: "still working" in notes(app), "the busy note")
+                prompt = app.query_one("#prompt", Input)
+                assert prompt.value == "third"  # kept, not lost
+                prompt.value = ""
+                await pilot.press("up")
+                assert prompt.value == "second task"
+                await pilot.press("up")
+                assert prompt.value == "first task"
+                await pilot.press("down", "down")
+                assert prompt.value == ""
+                await pilot.press("ctrl+q")

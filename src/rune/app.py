@@ -24,7 +24,9 @@ from rune.errors import BackendUnavailable, ConfigError
 from rune.messages import OperatorResponse, PendingApproval
 from rune.tool_executor import ToolExecutor
 from rune.tools.sandbox import SandboxPolicy
+from rune.transport.base import DEFAULT_WINDOW as DEFAULT_WINDOW  # for `rune doctor`
 from rune.transport.base import Capabilities, Transport
+from rune.transport.watch import WatchedTransport
 
 BackendKind = Literal["ollama", "openai", "embedded", "scripted"]
 # Tools whose approval `--yes` may give: they change files and show a diff. Anything else
@@ -317,7 +319,9 @@ def open_transport(
     if choice.kind == "ollama":
         from rune.transport.ollama import OllamaChatTransport
 
-        transport: Any = OllamaChatTransport(choice.url, num_ctx=settings.max_context)
+        transport: Any = OllamaChatTransport(
+            choice.url, num_ctx=settings.max_context, read_timeout=settings.timeout
+        )
         stack.callback(transport.close)
         return transport, settings.model or _pick_model(transport, choice)
     if choice.kind == "embedded":
@@ -341,7 +345,10 @@ def open_transport(
     from rune.transport.openai_compat import OpenAICompatTransport
 
     transport = OpenAICompatTransport(
-        url, api_key=settings.api_key, context_length=settings.max_context
+        url,
+        api_key=settings.api_key,
+        context_length=settings.max_context,
+        read_timeout=settings.timeout,
     )
     stack.callback(transport.close)
     return transport, model or _pick_model(transport, choice)
@@ -384,6 +391,10 @@ class Driver(Protocol):
 
     def reject(self, reason: str = "") -> OperatorResponse: ...
 
+    def retry(self) -> OperatorResponse | None: ...
+
+    def reload(self) -> None: ...
+
 
 @dataclass
 class EventRelay:
@@ -401,7 +412,7 @@ class Rune:
 
     settings: Settings
     backend: BackendChoice
-    transport: Transport
+    transport: WatchedTransport
     model: str
     capabilities: Capabilities
     operator: Driver
@@ -409,6 +420,8 @@ class Rune:
     relay: EventRelay = field(default_factory=EventRelay)
     #: the MCP servers' manager (None without servers): ``problems()`` for the user
     mcp: Any = None
+    #: why Rune chose the model itself (no model was named), else None
+    picked: str | None = None
 
     @property
     def budget(self) -> int:
@@ -419,6 +432,20 @@ class Rune:
         start, each tool a server listed that Rune left out (one line each)."""
         return list(self.mcp.problems()) if self.mcp is not None else []
 
+    @property
+    def workspace(self) -> Path:
+        return Path(os.path.realpath(self.settings.workspace))
+
+
+@dataclass(frozen=True)
+class Opening:
+    """What is known before the server is asked anything: enough for the first line."""
+
+    model: str
+    backend: BackendChoice
+    picked: str | None
+    session_id: str | None
+
 
 def session_store() -> Any:
     from rune.sessions import SessionStore
@@ -426,37 +453,92 @@ def session_store() -> Any:
     return SessionStore()
 
 
+def check_workspace(settings: Settings) -> Path:
+    """The workspace, resolved; a ConfigError when it is not an existing directory."""
+    workspace = Path(os.path.realpath(settings.workspace))
+    if not workspace.exists():
+        raise ConfigError(f"the workspace {workspace} does not exist; create it or pick another")
+    if not workspace.is_dir():
+        raise ConfigError(f"the workspace {workspace} is not a directory")
+    return workspace
+
+
+def picked_by_rune(settings: Settings, choice: BackendChoice) -> str | None:
+    """Why Rune chose the model itself, when the user named none."""
+    if choice.kind == "embedded":
+        return None if settings.model or settings.embedded_model else choice.reason
+    if choice.kind in ("ollama", "openai") and not settings.model:
+        return (
+            "no model named, so the first tool-capable one the server lists; --model NAME chooses"
+        )
+    return None
+
+
 @contextmanager
 def open_rune(
-    loaded: LoadedConfig, *, session_id: str | None = None, title: str = ""
+    loaded: LoadedConfig,
+    *,
+    session_id: str | None = None,
+    title: str = "",
+    announce: Callable[[Opening], None] | None = None,
+    status: Callable[[str], None] | None = None,
 ) -> Iterator[Rune]:
-    """Build the agent for a new session (or reopen ``session_id``); close all on exit."""
+    """Build the agent for a new session (or reopen ``session_id``); close all on exit.
+
+    ``announce`` hears the model and backend as soon as they are chosen, before the server is
+    asked anything (which may hang until the read timeout); ``status`` hears each slow step
+    as it starts ("starting the embedded server", "asking the server about the model").
+    """
     settings = loaded.settings
     store = session_store()
+    say = status or (lambda _text: None)
     with ExitStack() as stack:
         session = None
         if session_id is not None:
             session = store.open(session_id)
             stack.callback(_close, session)
             settings = _settings_for_session(loaded, session)
+        workspace = check_workspace(settings)
         choice = choose_backend(settings)
+        if choice.kind == "embedded":
+            say(f"starting the embedded llama.cpp server with {choice.model_path}")
+        elif choice.kind in ("ollama", "openai") and not settings.model:
+            say(f"asking {choice.label} which models it serves")
         replayed = _assistant_turns(session) if session is not None else 0
-        transport, model = open_transport(choice, settings, stack, replayed=replayed)
+        relay = EventRelay()
+        inner, model = open_transport(choice, settings, stack, replayed=replayed)
+        transport = WatchedTransport(inner, on_event=relay)
+        picked = picked_by_rune(settings, choice)
+        if announce is not None:
+            announce(Opening(model, choice, picked, session.id if session else None))
+        say(f"asking {choice.label} about {model}")
         caps = capabilities(transport, model)
         if session is None:
             session = store.create(
                 model=model,
-                workspace=str(Path(os.path.realpath(settings.workspace))),
+                workspace=str(workspace),
                 backend=choice.label,
                 title=title,
             )
             stack.callback(_close, session)
-        relay = EventRelay()
+        if loaded.mcp_servers:
+            say("starting the MCP servers")
         manager = stack.enter_context(mcp_servers(loaded.mcp_servers, settings))
         operator = build_operator(
             settings, choice, transport, model, session=session, on_event=relay, mcp=manager
         )
-        yield Rune(settings, choice, transport, model, caps, operator, session.id, relay, manager)
+        yield Rune(
+            settings,
+            choice,
+            transport,
+            model,
+            caps,
+            operator,
+            session.id,
+            relay,
+            manager,
+            picked=picked,
+        )
 
 
 def build_operator(

@@ -68,6 +68,10 @@ KEYS: dict[str, tuple[str, str]] = {
     ),
     "temperature": ("sampling temperature", "a number from 0 to 2 (0 is greedy)"),
     "seed": ("sampling seed, for repeatable replies", "an integer"),
+    "timeout": (
+        "seconds to wait for the model server to send anything (read timeout)",
+        "a number of seconds from 1 to 86400 (default 300)",
+    ),
     "sandbox.workspace_only": ("read and write only the workspace", "true or false"),
     "sandbox.write_roots": ("extra directories Rune may write", "a list of directory paths"),
     "sandbox.read_roots": ("extra directories Rune may read", "a list of directory paths"),
@@ -85,6 +89,8 @@ FLAG_NAMES = {
     "sandbox.write_roots": "--write-root",
     "sandbox.allow_credentials": "--allow-credential",
 }
+#: the read timeout (seconds) when none is set: a stalled server fails after this much silence
+DEFAULT_TIMEOUT = 300.0
 # Ollama's own variable, honoured below RUNE_OLLAMA_HOST.
 OLLAMA_ENV = "OLLAMA_HOST"
 
@@ -118,6 +124,7 @@ class Settings(BaseModel):
     protocol: Protocol = "auto"
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     seed: int | None = None
+    timeout: Annotated[float, Field(ge=1, le=86400)] = DEFAULT_TIMEOUT
     sandbox_workspace_only: bool = False
     sandbox_write_roots: tuple[Path, ...] = ()
     sandbox_read_roots: tuple[Path, ...] = ()
@@ -349,6 +356,11 @@ def _read_toml(path: Path) -> dict[str, Any] | None:
         return None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start}); "
+            "TOML files are UTF-8"
+        ) from None
     except OSError as err:
         raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
     flat: dict[str, Any] = {}

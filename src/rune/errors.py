@@ -32,7 +32,9 @@ above the boundary never sees them::
         └── SessionNotFound         no such session
 
 Loop stop conditions (iteration limit, circuit breaker) are not exceptions: they end the run
-with ``OperatorResponse(success=False, error=..., error_kind=...)``.
+with ``OperatorResponse(success=False, error=..., error_kind=...)``. A stop the user asks for is
+``KeyboardInterrupt`` (Ctrl-C) or its subclass :class:`CallCancelled` (Esc in the TUI), never a
+``RuneError``: it leaves the turn where it stopped, for ``rune resume``.
 """
 
 from __future__ import annotations
@@ -131,3 +133,9 @@ class SessionLocked(SessionError):
 
 class SessionNotFound(SessionError):
     pass
+
+
+class CallCancelled(KeyboardInterrupt):
+    """A model call stopped because the user asked (Esc in the TUI). Not a ``RuneError`` and
+    not an ``Exception``: like Ctrl-C it passes through the loop, which journals nothing more,
+    so the turn is left exactly where it stopped and ``rune resume`` picks it up."""

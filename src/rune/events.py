@@ -66,6 +66,16 @@ class Warning:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class ModelCallFinished:
+    """A model call returned: how long it took and how many tokens the model wrote (the
+    server's count when it gives one, else the streamed pieces), and the prompt's tokens."""
+
+    seconds: float
+    tokens: int
+    prompt_tokens: int | None = None
+
+
 LoopEvent = (
     TextDelta
     | ThinkingDelta
@@ -75,6 +85,7 @@ LoopEvent = (
     | ToolFinished
     | ApprovalRequired
     | Warning
+    | ModelCallFinished
 )
 EventSink = Callable[[LoopEvent], None]
 

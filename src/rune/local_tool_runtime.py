@@ -72,6 +72,8 @@ BREAKER_THRESHOLD = 2
 PROTOCOLS = ("auto", "native", "text", "constrained")
 #: tool sources whose results go back as text (no ``tool_calls`` entry to answer)
 _TEXT_SOURCES = ("text-fallback", "constrained")
+#: how the result of a rejected change begins (the operator's reason follows)
+REJECTED = "rejected by the operator: "
 
 
 def breaker_message(name: str, count: int) -> str:
@@ -104,6 +106,16 @@ def unfinished_change_note(error: str) -> str:
         f"Your last change was not made: {error} The task is not finished. Send a corrected "
         "change, or answer saying why it cannot be done."
     )
+
+
+def incomplete_reason(unfinished: str | None) -> str | None:
+    """Why an answer leaves the task unfinished, in a few words (the error itself was shown
+    when the change failed)."""
+    if unfinished is None:
+        return None
+    if unfinished.startswith(REJECTED):
+        return f"the last change was rejected ({unfinished.removeprefix(REJECTED)})"
+    return "the last change failed"
 
 
 class LocalToolRuntime:
@@ -217,7 +229,8 @@ class LocalToolRuntime:
         except RuneError as err:
             return self._failure_before_loop(err)
         state, request = pending.loop_state(), pending.request
-        message = f"rejected by the operator: {reason.strip() or '(no reason given)'}"
+        message = f"{REJECTED}{reason.strip() or '(no reason given)'}"
+        state.unfinished_change = message
         self._finish(
             state, request, "rejected", message, error=message, preview=pending.change.preview
         )
@@ -610,15 +623,19 @@ class LocalToolRuntime:
     def _answer(self, state: LoopState, text: str) -> OperatorResponse | None:
         """The model's final answer ends the run, except once: an answer right after a change
         that failed (small models give up and say "done") is sent back to the model."""
-        if state.unfinished_change is not None and not state.nudged:
+        unfinished = state.unfinished_change
+        # A rejection is the operator's word, which the model has already read: no reminder.
+        if unfinished is not None and not state.nudged and not unfinished.startswith(REJECTED):
             state.nudged = True
-            note = unfinished_change_note(state.unfinished_change)
+            note = unfinished_change_note(unfinished)
             state.messages.append({"role": "user", "content": note})
             return None
         return self._success(state, text)
 
     def _success(self, state: LoopState, text: str) -> OperatorResponse:
-        return self._respond(state, success=True, text=text)
+        return self._respond(
+            state, success=True, text=text, incomplete=incomplete_reason(state.unfinished_change)
+        )
 
     def _failure(self, state: LoopState, error: str, kind: str) -> OperatorResponse:
         return self._respond(state, success=False, error=error, error_kind=kind)

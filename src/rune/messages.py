@@ -17,6 +17,8 @@ from rune.limits import shape_problem
 
 ToolSource = Literal["ollama-native", "openai-native", "text-fallback", "constrained"]
 ToolStatus = Literal["done", "failed", "denied", "pending_approval", "rejected"]
+#: how a run ended (:attr:`OperatorResponse.outcome`)
+Outcome = Literal["done", "incomplete", "paused", "limit", "failed"]
 Message = dict[str, Any]
 
 
@@ -262,6 +264,9 @@ class OperatorResponse:
     warnings: tuple[str, ...] = ()
     evicted: tuple[str, ...] = ()
     _pending_json: str | None = field(default=None, repr=False)
+    #: on a final answer that leaves the task unfinished, why: the last change the model asked
+    #: for failed or was rejected and no later change succeeded, or the answer was cut off
+    incomplete: str | None = None
 
     @property
     def pending_state(self) -> dict[str, Any] | None:
@@ -270,6 +275,18 @@ class OperatorResponse:
     @property
     def paused(self) -> bool:
         return self._pending_json is not None
+
+    @property
+    def outcome(self) -> Outcome:
+        """``done``: a final answer, and every change of the run that was asked for was made
+        (or a later one succeeded); ``incomplete``: a final answer, but see
+        :attr:`incomplete`; ``paused``: a change waits for approval; ``limit``: the iteration
+        budget ran out; ``failed``: any other typed failure."""
+        if self.paused or self.pending is not None:
+            return "paused"
+        if self.success:
+            return "incomplete" if self.incomplete else "done"
+        return "limit" if self.error_kind == "IterationLimit" else "failed"
 
     @property
     def budget_label(self) -> str:

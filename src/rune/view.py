@@ -15,6 +15,14 @@ from rune.messages import PendingApproval, ToolEvent
 from rune.text import visible
 
 MAX_ARGUMENT_CHARS = 60
+#: a diff longer than this is shown cut: its head and tail, with the count of hidden lines
+DIFF_HEAD_LINES = 80
+DIFF_TAIL_LINES = 20
+#: what a command printed, on its tool line: the first and the last lines
+OUTPUT_HEAD_LINES = 8
+OUTPUT_TAIL_LINES = 4
+#: tools whose output is shown (others say how many lines they produced)
+SHOWN_OUTPUT_TOOLS = frozenset({"run_command"})
 
 
 def describe_request(name: str, arguments: object) -> str:
@@ -42,10 +50,31 @@ def _short_repr(value: object) -> str:
         return f"<{type(value).__name__}>"
 
 
-def diff_text(preview: str) -> Text:
-    """A unified diff coloured line by line the way git does."""
+def cut_lines(lines: list[str], head: int, tail: int) -> tuple[list[str], int, list[str]]:
+    """The first ``head`` and the last ``tail`` lines, and how many lie between them."""
+    if len(lines) <= head + tail + 1:
+        return lines, 0, []
+    return lines[:head], len(lines) - head - tail, lines[-tail:] if tail else []
+
+
+def diff_text(preview: str, *, cut: bool = False, hint: str = "") -> Text:
+    """A unified diff coloured line by line the way git does; with ``cut``, a long one shows
+    its head and tail with the count of hidden lines (and ``hint``: how to see them)."""
+    lines = visible(preview).splitlines(keepends=True)
+    if cut:
+        head, hidden, tail = cut_lines(lines, DIFF_HEAD_LINES, DIFF_TAIL_LINES)
+        if hidden:
+            note = f"… {hidden:,} more lines of this diff not shown{hint} …\n"
+            text = _coloured(head)
+            text.append(note, style="bold yellow")
+            text.append_text(_coloured(tail))
+            return text
+    return _coloured(lines)
+
+
+def _coloured(lines: list[str]) -> Text:
     text = Text()
-    for line in visible(preview).splitlines(keepends=True):
+    for line in lines:
         if line.startswith(("+++", "---")):
             style = "bold"
         elif line.startswith("+"):
@@ -77,8 +106,30 @@ def tool_outcome(event: ToolEvent) -> str:
         warning = next((ln for ln in output.splitlines() if ln.startswith("WARNING:")), None)
         lines = output.count("\n") + 1 if output else 0
         outcome = f"{lines} line{'s' if lines != 1 else ''} of output"
+        if event.name in SHOWN_OUTPUT_TOOLS:
+            status = output.rstrip().rpartition("\n")[2]
+            if status.startswith("[") and status.endswith("]"):
+                outcome = f"{outcome}, {status[1:-1]}"
         return outcome if warning is None else f"{outcome}; {visible(warning, keep='')}"
     return visible((event.error or event.status).splitlines()[0] or event.status, keep="")
+
+
+def output_excerpt(output: str, *, hint: str = "") -> list[str]:
+    """What a command printed, as the lines to show: the first and the last ones, with the
+    count of those between (and ``hint``: how to see them all)."""
+    lines = visible(output, keep="\t\n").rstrip("\n").split("\n") if output else []
+    head, hidden, tail = cut_lines(lines, OUTPUT_HEAD_LINES, OUTPUT_TAIL_LINES)
+    if not hidden:
+        return head
+    return [*head, f"… {hidden:,} more lines{hint} …", *tail]
+
+
+def elapsed(seconds: float) -> str:
+    """``4.2 s``, ``1 m 05 s``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes} m {rest:02d} s"
 
 
 @dataclass(frozen=True)

@@ -3,31 +3,49 @@
 Only the standard library is imported here, so ``rune --help`` and ``rune --version`` start
 fast; each subcommand imports what it needs when it runs (:mod:`rune.cli.commands`).
 
-Exit status: 0 success; 1 the task or a check failed; 2 bad usage or configuration;
-3 an approval is waiting (no answer on a non-interactive stdin); 130 interrupted.
+Exit status (:data:`EXIT_MEANINGS`, also in ``--help`` and the README): 0 done; 1 failed (an
+error, or the demo's check); 2 bad usage or configuration; 3 an approval is waiting (no answer
+on a non-interactive stdin); 4 answered, but not finished (the last change failed or was
+rejected, or the answer was cut off); 5 the iteration budget ran out (``rune resume ID
+--continue``); 130 interrupted; 141 the output was closed by its reader (``| head``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 
-from rune.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PENDING, EXIT_USAGE
+from rune.cli.exits import (
+    EXIT_BROKEN_PIPE,
+    EXIT_FAILED,
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    EXIT_LIMIT,
+    EXIT_MEANINGS,
+    EXIT_OK,
+    EXIT_PENDING,
+    EXIT_USAGE,
+)
 
 __all__ = [
+    "EXIT_BROKEN_PIPE",
     "EXIT_FAILED",
+    "EXIT_INCOMPLETE",
     "EXIT_INTERRUPTED",
+    "EXIT_LIMIT",
     "EXIT_OK",
     "EXIT_PENDING",
     "EXIT_USAGE",
     "build_parser",
     "main",
 ]
-
-_EPILOG = """\
-first time? `rune demo` fixes a bug in a throw-away sample project.
-exit status: 0 done, 1 failed, 2 bad usage or config, 3 approval waiting, 130 interrupted."""
+_EPILOG = (
+    "first time? `rune demo` fixes a bug in a throw-away sample project.\nexit status: "
+    + ", ".join(f"{code} {meaning}" for code, meaning in EXIT_MEANINGS.items())
+    + "."
+)
 
 
 def _backend_options(parser: argparse.ArgumentParser) -> None:
@@ -38,6 +56,13 @@ def _backend_options(parser: argparse.ArgumentParser) -> None:
         "(default: Ollama if it answers, else the embedded demo model)",
     )
     parser.add_argument("--workspace", help="project directory (default: the current one)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="how long the model server may send nothing before Rune gives up (default 300; "
+        "also RUNE_TIMEOUT or `timeout` in config.toml)",
+    )
     parser.add_argument(
         "--protocol",
         choices=("auto", "native", "text", "constrained"),
@@ -100,10 +125,36 @@ def _resume(parser: argparse.ArgumentParser) -> None:
     _sandbox_options(parser)
     parser.add_argument("--model", help="use another model than the session's")
     parser.add_argument("--backend", help="use another backend than the session's")
+    parser.add_argument(
+        "--timeout", type=float, metavar="SECONDS", help="read timeout for the model server"
+    )
+    parser.add_argument(
+        "--continue",
+        dest="again",
+        action="store_true",
+        help="run the last task again with a fresh budget of model turns, on the same "
+        "conversation: after the budget ran out, a failure or an unfinished answer",
+    )
 
 
-def _nothing(parser: argparse.ArgumentParser) -> None:
-    pass
+def _sessions(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "action",
+        nargs="?",
+        choices=("list", "show", "rm", "prune"),
+        default="list",
+        help="list (default); show ID: the whole conversation and every tool's full output; "
+        "rm ID...: delete sessions; prune: delete ended sessions older than --days",
+    )
+    parser.add_argument("ids", nargs="*", metavar="ID", help="session ids (show, rm)")
+    parser.add_argument(
+        "--days",
+        type=float,
+        default=30,
+        metavar="N",
+        help="prune: sessions not updated for N days (default 30; 0: all ended ones). A "
+        "session waiting for approval, running or interrupted is kept",
+    )
 
 
 def _pull(parser: argparse.ArgumentParser) -> None:
@@ -126,7 +177,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "run": ("do one task in the workspace", _run),
     "demo": ("fix a broken add() in a throw-away sample project", _demo),
     "resume": ("pick up a session (default: the latest pending one)", _resume),
-    "sessions": ("list sessions and their state", _nothing),
+    "sessions": ("list sessions and their state; show, rm or prune them", _sessions),
     "pull": ("download a model Rune runs itself (none given: list them)", _pull),
     "models": ("the server's models and the pulled ones: tools, context", _backend_options),
     "doctor": ("check the server, model, sandbox policy and containment", _inspect),
@@ -182,16 +233,48 @@ def command_parser(name: str) -> argparse.ArgumentParser:
     return parser
 
 
+def fill_closed_std_fds() -> None:
+    """Open /dev/null on a standard descriptor the caller closed (``<&-``): otherwise the next
+    file or pipe Rune opens gets that number, and a child process's stdin would be it."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDWR)
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    fill_closed_std_fds()
     top = build_parser().parse_args(argv)
     if top.command is None:
         build_parser().print_help()
         return EXIT_USAGE
     args = command_parser(top.command).parse_args(top.options)
     args.command = top.command
-    from rune.cli.commands import dispatch
+    try:
+        if args.command == "sessions" and args.action == "list" and not args.ids:
+            from rune.cli.listing import list_sessions
 
-    return dispatch(args)
+            return list_sessions()  # the common case, without the rest of the CLI's imports
+        from rune.cli.commands import dispatch
+
+        return dispatch(args)
+    except BrokenPipeError:
+        # The reader went away (`rune sessions | head`): nothing more can be said there.
+        silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush cannot fail loudly."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

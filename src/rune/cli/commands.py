@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -12,15 +13,32 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from rune.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PENDING, EXIT_USAGE
-from rune.cli.render import ConsoleReporter, ask_decision
+from rune.cli.exits import (
+    EXIT_FAILED,
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    EXIT_LIMIT,
+    EXIT_OK,
+    EXIT_PENDING,
+    EXIT_USAGE,
+)
+from rune.cli.render import ConsoleReporter, ask_decision, page_text
 from rune.config import KEYS, ApprovalMode, LoadedConfig, load
 from rune.errors import BackendUnavailable, ConfigError, RuneError
-from rune.messages import OperatorResponse
+from rune.messages import OperatorResponse, Outcome
+from rune.text import visible
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 APPROVAL_BY_YES: dict[int, ApprovalMode] = {1: "edits", 2: "all"}
+#: the exit status of each way a run can end
+EXIT_BY_OUTCOME: dict[Outcome, int] = {
+    "done": EXIT_OK,
+    "incomplete": EXIT_INCOMPLETE,
+    "paused": EXIT_PENDING,
+    "limit": EXIT_LIMIT,
+    "failed": EXIT_FAILED,
+}
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -36,6 +54,8 @@ def dispatch(args: argparse.Namespace) -> int:
     except RuneError as error:
         err.print(Text(f"{error.kind}: {error}", style="bold red"))
         return EXIT_FAILED
+    except BrokenPipeError:
+        raise  # the reader went away: rune.cli.main exits quietly
     except Exception as error:  # a bug: one line, no traceback (RUNE_DEBUG=1 shows it)
         if os.environ.get("RUNE_DEBUG"):
             raise
@@ -52,6 +72,7 @@ def load_config(args: argparse.Namespace, *, warn: bool = True, **extra: Any) ->
         "workspace": getattr(args, "workspace", None),
         "max_iterations": getattr(args, "max_iterations", None),
         "protocol": getattr(args, "protocol", None),
+        "timeout": getattr(args, "timeout", None),
         "approval": APPROVAL_BY_YES.get(yes),
         "sandbox.write_roots": getattr(args, "write_root", None),
         "sandbox.allow_credentials": getattr(args, "allow_credential", None),
@@ -66,20 +87,44 @@ def load_config(args: argparse.Namespace, *, warn: bool = True, **extra: Any) ->
 # --- driving the loop ---------------------------------------------------------------------
 
 
-def drive(rune: Any, start: Callable[[], OperatorResponse | None]) -> int:
-    """Run until done, failed or waiting: the shared flow of run, demo and resume."""
+@contextmanager
+def opened(loaded: LoadedConfig, reporter: ConsoleReporter, **options: Any) -> Iterator[Any]:
+    """``open_rune`` for the CLI: the model line as soon as the model is known, the status
+    line while the server starts or answers questions, the reporter wired to the loop."""
+    from rune.app import open_rune
+
+    def announce(opening: Any) -> None:
+        reporter.line(Text(f"rune · {opening.model} via {opening.backend.label}", style="dim"))
+        if opening.picked:
+            reporter.line(Text(f"  ({opening.picked})", style="dim"))
+
+    try:
+        with open_rune(loaded, announce=announce, status=reporter.waiting, **options) as rune:
+            reporter.waiting(None)
+            reporter.session_id = rune.session_id
+            reporter.progress = rune.transport.progress
+            rune.relay.target = reporter
+            reporter.line(
+                Text(f"session {rune.session_id} · workspace {rune.workspace}", style="dim")
+            )
+            for note in rune.startup_warnings():
+                err.print(Text(f"warning: {note}", style="yellow"))
+            yield rune
+    finally:
+        reporter.close()
+
+
+def drive(
+    rune: Any,
+    reporter: ConsoleReporter,
+    start: Callable[[], OperatorResponse | None],
+    *,
+    outcome_line: bool = True,
+) -> tuple[int, OperatorResponse | None]:
+    """Run until the run ends or waits: the shared flow of run, demo and resume. The exit
+    status says how it ended (:data:`EXIT_BY_OUTCOME`)."""
     from rune.app import auto_approves
 
-    reporter = ConsoleReporter(out)
-    rune.relay.target = reporter
-    out.print(
-        Text(
-            f"rune · {rune.model} via {rune.backend.label} · session {rune.session_id}",
-            style="dim",
-        )
-    )
-    for note in rune.startup_warnings():
-        err.print(Text(f"warning: {note}", style="yellow"))
     try:
         response = start()
         while response is not None and response.pending is not None:
@@ -89,7 +134,7 @@ def drive(rune: Any, start: Callable[[], OperatorResponse | None]) -> int:
                 reporter.line(Text("approved by --yes", style="dim"))
                 response = rune.operator.approve()
                 continue
-            decision = ask_decision(out)
+            decision = ask_decision(out, page=_pager(pending))
             if decision is None:
                 hint = (
                     "it is sensitive, so it needs your answer even under --yes"
@@ -100,32 +145,56 @@ def drive(rune: Any, start: Callable[[], OperatorResponse | None]) -> int:
                     "An approval is waiting and stdin gave no answer (it is not a terminal?). "
                     f"The session is kept: `rune resume {rune.session_id}`; {hint}."
                 )
-                return EXIT_PENDING
+                return EXIT_PENDING, response
             if decision.approve:
                 response = rune.operator.approve()
             else:
                 response = rune.operator.reject(decision.reason)
     except KeyboardInterrupt:
+        reporter.close()
         reporter.line("")
         err.print(f"interrupted; the session is kept: `rune resume {rune.session_id}`")
-        return EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED, None
+    reporter.close()
     if response is None:
-        out.print("nothing is waiting in this session; start a new task with `rune run`")
-        return EXIT_OK
-    reporter.finish(response)
-    return EXIT_OK if response.success else EXIT_FAILED
+        return EXIT_OK, None
+    reporter.finish(response, outcome_line=outcome_line)
+    if response.outcome == "limit":
+        reporter.line(
+            Text(
+                f"the budget of {response.iteration_budget} model turns is spent; "
+                f"`rune resume {rune.session_id} --continue` runs the task on with a fresh one",
+                style="yellow",
+            )
+        )
+    elif response.outcome == "failed":
+        reporter.line(
+            Text(
+                f"`rune resume {rune.session_id}` tries again from the last good point",
+                style="yellow",
+            )
+        )
+    return EXIT_BY_OUTCOME[response.outcome], response
+
+
+def _pager(pending: Any) -> Callable[[], None] | None:
+    """ "d" at the approval prompt: the whole diff in the pager, on a terminal."""
+    from rune.view import is_command
+
+    if not out.is_terminal or is_command(pending) or not pending.preview:
+        return None
+    return lambda: page_text(visible(pending.preview))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from rune.app import open_rune
-
     loaded = load_config(args)
-    with open_rune(loaded, session_id=args.session, title=args.task[:80]) as rune:
-        return drive(rune, lambda: rune.operator.send(args.task))
+    reporter = ConsoleReporter(out)
+    with opened(loaded, reporter, session_id=args.session, title=args.task[:80]) as rune:
+        return drive(rune, reporter, lambda: rune.operator.send(args.task))[0]
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from rune.app import DEMO_MODEL_NOTICE, open_rune
+    from rune.app import DEMO_MODEL_NOTICE
     from rune.demo import DEMO_TASK, create_demo_project
 
     loaded = load_config(args)
@@ -142,20 +211,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
     project = create_demo_project()
     out.print(f"sample project: {project} (calc.py has a broken add())")
     loaded = load_config(args, warn=False, workspace=str(project))
-    with open_rune(loaded, title="demo: fix add()") as rune:
+    reporter = ConsoleReporter(out)
+    with opened(loaded, reporter, title="demo: fix add()") as rune:
         if rune.backend.demo_model:
-            out.print(Text(DEMO_MODEL_NOTICE, style="yellow"))
-        status = drive(rune, lambda: rune.operator.send(DEMO_TASK))
-    if status in (EXIT_OK, EXIT_FAILED):
-        fixed = verify_demo(project, loaded.settings.approval)
-        if fixed is None:
-            out.print(Text(f"check: not run; calc.py is in {project}", style="bold"))
-        else:
-            verdict = "add(2, 3) == 5 now" if fixed else "add(2, 3) is still wrong"
-            out.print(Text(f"check: {verdict} ({project / 'calc.py'})", style="bold"))
-            if status == EXIT_OK and not fixed:
-                status = EXIT_FAILED
-    return status
+            reporter.line(Text(DEMO_MODEL_NOTICE, style="yellow"))
+        status, response = drive(
+            rune, reporter, lambda: rune.operator.send(DEMO_TASK), outcome_line=False
+        )
+    if response is None or response.outcome == "paused":
+        return status
+    if response.outcome == "failed":
+        reporter.finish(response)
+        return status
+    # The model answered (or ran out of turns): whether add() works is the outcome.
+    budget = response.budget_label
+    fixed = verify_demo(project, loaded.settings.approval)
+    if fixed is None:
+        out.print(Text(f"? not checked ({budget}); calc.py is in {project}", style="bold yellow"))
+        return status
+    if fixed:
+        out.print(Text(f"✓ fixed: add(2, 3) == 5 now ({budget}; {project})", style="bold green"))
+        return EXIT_OK
+    out.print(
+        Text(f"✗ not fixed: add(2, 3) is still wrong ({budget}; {project})", style="bold red")
+    )
+    return EXIT_FAILED
 
 
 def needs_default_model(loaded: LoadedConfig) -> bool:
@@ -205,7 +285,7 @@ def verify_demo(project: Path, approval: ApprovalMode) -> bool | None:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    from rune.app import open_rune, session_store
+    from rune.app import session_store
 
     store = session_store()
     latest = store.latest("pending approval") or store.latest()
@@ -214,21 +294,140 @@ def cmd_resume(args: argparse.Namespace) -> int:
         out.print('no session to resume; start one with `rune run "TASK"`')
         return EXIT_FAILED
     loaded = load_config(args)
-    with open_rune(loaded, session_id=session_id) as rune:
-        return drive(rune, rune.operator.resume)
+    reporter = ConsoleReporter(out)
+    with opened(loaded, reporter, session_id=session_id) as rune:
+        operator = rune.operator
+        status = operator.session.status
+
+        def start() -> OperatorResponse | None:
+            # A fresh budget from the last journaled point: after the budget ran out, or a
+            # failure that may have been passing (a server error, a timeout).
+            again = args.again or status == "failed"
+            response: OperatorResponse | None = operator.retry() if again else operator.resume()
+            return response
+
+        code, response = drive(rune, reporter, start)
+    if response is None and code == EXIT_OK:
+        hint = f'`rune run --session {session_id} "TASK"` gives it a new task'
+        if status == "iteration limit" and not args.again:
+            hint = f"`rune resume {session_id} --continue` runs on with a fresh budget, or {hint}"
+        out.print(f"nothing to pick up: the session is {status}; {hint}")
+    return code
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
+    from datetime import timedelta
+
     from rune.app import session_store
 
-    summaries = session_store().list()
-    if not summaries:
-        out.print("no sessions yet")
+    store = session_store()
+    if args.action == "show":
+        if len(args.ids) != 1:
+            err.print("usage: rune sessions show ID")
+            return EXIT_USAGE
+        show_session(store, args.ids[0])
         return EXIT_OK
-    # Plain columns, never wrapped or cut: ids must survive a copy and paste or a pipe.
-    for s in summaries:
-        out.print(f"{s.id}  {s.status:<16}  {s.updated_at[:19]}  {s.model}  {s.title}")
-    return EXIT_OK
+    if args.action == "rm":
+        if not args.ids:
+            err.print("usage: rune sessions rm ID [ID...]")
+            return EXIT_USAGE
+        for session_id in args.ids:
+            store.remove(session_id)
+            out.print(f"removed {session_id}")
+        return EXIT_OK
+    if args.ids:
+        err.print(f"rune sessions {args.action} takes no session id")
+        return EXIT_USAGE
+    if args.action == "prune":
+        if args.days < 0:
+            err.print("--days is a number of days, 0 or more")
+            return EXIT_USAGE
+        removed, busy = store.prune(timedelta(days=args.days))
+        for session_id in busy:
+            out.print(f"kept {session_id}: a process is using it")
+        out.print(f"removed {len(removed)} session{'s' if len(removed) != 1 else ''}")
+        return EXIT_OK
+    from rune.cli.listing import list_sessions
+
+    return list_sessions()
+
+
+def show_session(store: Any, session_id: str) -> None:
+    """Everything a session holds, in order: each message, each tool's whole output."""
+    from rune.sessions import journal
+
+    contents = store.read(session_id)
+    for warning in contents.warnings:
+        err.print(Text(f"warning: {warning}", style="yellow"))
+    # A tool's event is journaled as it ends, the assistant message that asked for it after
+    # the round: show each event under the message.
+    events: list[Any] = []
+    for record in contents.records:
+        data = record.data
+        message = data.get("message")
+        asked = isinstance(message, dict) and message.get("role") == "assistant"
+        if record.kind == journal.TOOL_EVENT:
+            events.append(data.get("event"))
+            continue
+        if not asked:
+            _show_events(events)
+        match record.kind:
+            case journal.SESSION:
+                out.print(Text(f"session {session_id}", style="bold"))
+                for key in ("title", "workspace", "model", "backend", "created_at"):
+                    out.print(Text(visible(f"  {key}: {data.get(key, '')}", keep=""), "dim"))
+            case journal.USER | journal.MESSAGE:
+                _show_message(message, record.kind == journal.USER)
+            case journal.PENDING:
+                out.print(Text("  ? waited for approval", style="yellow"))
+            case journal.DECISION:
+                reason = f": {data.get('reason')}" if data.get("reason") else ""
+                out.print(Text(visible(f"  {data.get('decision')}{reason}"), style="yellow"))
+            case journal.TURN_END:
+                ended = data.get("outcome") or ("done" if data.get("success") else "failed")
+                why = data.get("incomplete") or data.get("error") or ""
+                out.print(Text(visible(f"── {ended}{': ' if why else ''}{why} ──"), "bold"))
+        if asked:
+            _show_events(events)
+    _show_events(events)
+
+
+def _show_events(events: list[Any]) -> None:
+    """Print the tool events ``events`` holds, whole, and empty it."""
+    from rune.cli.render import STATUS_MARK
+    from rune.messages import ToolEvent
+
+    for data in events:
+        try:
+            event = ToolEvent.from_json(data)
+        except (RuneError, TypeError, ValueError, AttributeError, KeyError):
+            continue
+        mark, style = STATUS_MARK.get(event.status, ("·", ""))
+        out.print(Text(f"  {mark} {visible(event.name, keep='')} {event.status}", style))
+        body = event.output if event.ok else event.error
+        for line in visible(body, keep="\t\n").split("\n") if body else []:
+            out.print(Text(f"    │ {line}", style="dim"))
+    events.clear()
+
+
+def _show_message(message: Any, from_user: bool) -> None:
+    from rune.view import describe_request
+
+    if not isinstance(message, dict):
+        return
+    role, content = message.get("role"), str(message.get("content") or "")
+    if role == "tool":
+        return  # its tool event showed it
+    if role == "user":
+        prefix = "> " if from_user else "  (sent to the model) "
+        out.print(Text(visible(prefix + content), style="bold" if from_user else "dim"))
+        return
+    if content.strip():
+        out.print(Text(visible(content)))
+    for call in message.get("tool_calls") or ():
+        function = call.get("function", {}) if isinstance(call, dict) else {}
+        label = describe_request(str(function.get("name", "?")), function.get("arguments"))
+        out.print(Text(f"  → {label}"))
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
@@ -393,9 +592,20 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
+    import sys
+
     from rune.app import open_rune
     from rune.tui import RuneApp
 
+    streams = (sys.stdin, sys.stdout)
+    if not all(stream is not None and stream.isatty() for stream in streams):
+        err.print(
+            Text(
+                'rune tui needs a terminal on stdin and stdout; without one use `rune run "TASK"`',
+                style="bold red",
+            )
+        )
+        return EXIT_USAGE
     loaded = load_config(args)
     with open_rune(loaded, session_id=args.session, title=(args.task or "")[:80]) as rune:
         app = RuneApp(rune, task=args.task)

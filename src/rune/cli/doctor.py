@@ -30,6 +30,7 @@ class Check:
 
 def run_checks(loaded: LoadedConfig) -> list[Check]:
     from rune.app import (
+        DEFAULT_WINDOW,
         DEMO_MODEL_NOTICE,
         NO_BACKEND_HELP,
         RECOMMENDED_MODEL,
@@ -95,7 +96,12 @@ def run_checks(loaded: LoadedConfig) -> list[Check]:
                     Check(
                         "context",
                         not small,
-                        f"{window or 'unknown'} tokens"
+                        (
+                            f"{window} tokens"
+                            if window
+                            else f"the server does not say; Rune assumes {DEFAULT_WINDOW} tokens "
+                            "(set max_context if you know it) and cuts tool output to fit"
+                        )
                         + (f" (capped at {settings.max_context})" if settings.max_context else ""),
                         "a window under 4096 tokens fills after a few file reads; raise "
                         "num_ctx in the model or use a larger model"

@@ -1,10 +1,27 @@
-"""The exit status of the ``rune`` command (also in ``rune --help``)."""
+"""The exit status of the ``rune`` command (also in ``rune --help`` and the README)."""
 
 EXIT_OK = 0
-#: the task or a check failed
+#: the task failed (an error), or the demo's check did
 EXIT_FAILED = 1
 #: bad usage or configuration
 EXIT_USAGE = 2
 #: an approval is waiting (no answer on a non-interactive stdin)
 EXIT_PENDING = 3
+#: the model answered, but the last change it asked for failed or was rejected, or its answer
+#: was cut off
+EXIT_INCOMPLETE = 4
+#: the iteration budget ran out (``rune resume ID --continue`` goes on)
+EXIT_LIMIT = 5
 EXIT_INTERRUPTED = 130
+#: the output's reader went away (``rune sessions | head``)
+EXIT_BROKEN_PIPE = 141
+
+EXIT_MEANINGS = {
+    EXIT_OK: "done",
+    EXIT_FAILED: "failed",
+    EXIT_USAGE: "bad usage or config",
+    EXIT_PENDING: "approval waiting",
+    EXIT_INCOMPLETE: "answered but not finished",
+    EXIT_LIMIT: "iteration budget spent",
+    EXIT_INTERRUPTED: "interrupted",
+}

@@ -8,24 +8,35 @@ string: an escape sequence is shown as ``\x1b``, and ``[/x]`` as itself."""
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
+import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.text import Text
 
 from rune import events as ev
-from rune.messages import OperatorResponse, PendingApproval, ToolRequest
+from rune.messages import OperatorResponse, PendingApproval, ToolEvent, ToolRequest
 from rune.text import visible
 from rune.view import (
+    SHOWN_OUTPUT_TOOLS,
     Decision,
     describe_request,
     diff_text,
+    elapsed,
     is_command,
+    output_excerpt,
     sensitive_note,
     tool_outcome,
 )
+
+__all__ = ["STATUS_MARK", "ConsoleReporter", "Decision", "ask_decision", "page_text"]
 
 STATUS_MARK = {
     "done": ("✓", "green"),
@@ -34,19 +45,110 @@ STATUS_MARK = {
     "rejected": ("↩", "yellow"),
     "pending_approval": ("?", "yellow"),
 }
+#: how often the status line is redrawn (seconds)
+TICK_SECONDS = 0.25
 
 
 class ConsoleReporter:
-    """The CLI's event sink (see :mod:`rune.events`)."""
+    """The CLI's event sink (see :mod:`rune.events`), and its status line.
 
-    def __init__(self, console: Console) -> None:
+    On a terminal, while Rune waits (for the model, a command, the server), the last line says
+    what for, for how long, how many tokens the model has streamed, and that Ctrl-C interrupts;
+    it is redrawn by a ticker thread and erased before anything else is printed. Without a
+    terminal there is no status line and no escape code.
+    """
+
+    def __init__(
+        self,
+        console: Console,
+        *,
+        session_id: str = "",
+        progress: Callable[[], Any] | None = None,
+        status_line: bool | None = None,
+    ) -> None:
         self.console = console
         self.at_line_start = True
         self.streamed_text = False
         self.streaming: str | None = None
         self.step = "step 0/0"
+        self.session_id = session_id
+        self.progress = progress
+        self.status_line = console.is_terminal if status_line is None else status_line
+        self._lock = threading.RLock()
+        self._activity: str | None = None
+        self._since = time.monotonic()
+        self._drawn = False
+        self._ticker: threading.Thread | None = None
+        self._stopped = threading.Event()
+
+    # --- the status line -------------------------------------------------------------------
+
+    def waiting(self, activity: str | None) -> None:
+        """Say what Rune waits for now (None: nothing)."""
+        with self._lock:
+            if activity != self._activity:
+                self._since = time.monotonic()
+            self._activity = activity
+            self._draw()
+        if activity is not None and self.status_line and self._ticker is None:
+            self._ticker = threading.Thread(target=self._tick, name="rune-status", daemon=True)
+            self._ticker.start()
+
+    def close(self) -> None:
+        """Erase the status line and stop redrawing it."""
+        self._stopped.set()
+        with self._lock:
+            self._activity = None
+            self._erase()
+
+    def _tick(self) -> None:
+        while not self._stopped.wait(TICK_SECONDS):
+            with self._lock:
+                self._draw()
+
+    def status_text(self) -> str | None:
+        if self._activity is None:
+            return None
+        parts = [self._activity]
+        call = self.progress() if self.progress is not None else None
+        if call is not None:
+            parts.append(elapsed(call.seconds))
+            parts.append(f"{call.tokens} token{'s' if call.tokens != 1 else ''}")
+        else:
+            parts.append(elapsed(time.monotonic() - self._since))
+        parts.append("Ctrl-C to interrupt")
+        return " · ".join(parts)
+
+    def _draw(self) -> None:
+        if not self.status_line or not self.at_line_start:
+            return
+        text = self.status_text()
+        if text is None:
+            self._erase()
+            return
+        width = max(self.console.width - 1, 20)
+        self._raw("\r" + text[:width] + "\x1b[K")
+        self._drawn = True
+
+    def _erase(self) -> None:
+        if self._drawn:
+            self._raw("\r\x1b[K")
+            self._drawn = False
+
+    def _raw(self, text: str) -> None:
+        try:
+            self.console.file.write(text)
+            self.console.file.flush()
+        except (OSError, ValueError):
+            self.status_line = False
+
+    # --- events ----------------------------------------------------------------------------
 
     def __call__(self, event: ev.LoopEvent) -> None:
+        with self._lock:
+            self._event(event)
+
+    def _event(self, event: ev.LoopEvent) -> None:
         match event:
             case ev.TextDelta(text=text):
                 self._stream(text, "", "text")
@@ -57,26 +159,43 @@ class ConsoleReporter:
                 self.step = f"step {n}/{budget}"
                 self.streamed_text = False
                 self.line(Text(f"── {self.step} ──", style="bold blue"))
+                self.waiting(f"{self.step}: waiting for the model")
+            case ev.ModelCallFinished(seconds=seconds, tokens=tokens):
+                self.line(Text(f"  ({self.step}: {elapsed(seconds)}, {tokens} tokens)", "dim"))
+                self.waiting(None)
             case ev.ToolStarted(request=request):
                 self.line(self._started(request))
+                self.waiting(f"running {visible(request.name, keep='')}")
             case ev.ToolFinished(event=tool_event):
-                mark, style = STATUS_MARK.get(tool_event.status, ("·", ""))
-                name = visible(tool_event.name, keep="")
-                line = Text(f"  {mark} {name} {tool_event.status}: ", style=style)
-                line.append(tool_outcome(tool_event), style="")
-                self.line(line)
+                self.waiting(None)
+                self._finished(tool_event)
+            case ev.ApprovalRequired():
+                self.waiting(None)
             case ev.FallbackPromptInjected() as injected:
                 self.line(Text(visible(injected.describe()), style="dim"))
             case ev.Warning(message=message):
                 self.line(Text(f"warning: {visible(message)}", style="yellow"))
-            case _:
-                pass
 
     def _started(self, request: ToolRequest) -> Text:
         label = describe_request(request.name, dict(request.arguments))
         return Text(f"  → {label}  [{self.step}]", style="")
 
+    def _finished(self, tool_event: ToolEvent) -> None:
+        mark, style = STATUS_MARK.get(tool_event.status, ("·", ""))
+        name = visible(tool_event.name, keep="")
+        line = Text(f"  {mark} {name} {tool_event.status}: ", style=style)
+        line.append(tool_outcome(tool_event), style="")
+        self.line(line)
+        if tool_event.ok and tool_event.name in SHOWN_OUTPUT_TOOLS and tool_event.output:
+            for shown in output_excerpt(tool_event.output, hint=self._see_all()):
+                self.line(Text(f"    │ {shown}", style="dim"))
+
+    def _see_all(self) -> str:
+        return f"; `rune sessions show {self.session_id}` shows all" if self.session_id else ""
+
     def _stream(self, text: str, style: str, kind: str) -> None:
+        if self.at_line_start:
+            self._erase()
         if self.streaming != kind and not self.at_line_start:
             self.console.print()
         if self.streaming != kind and kind == "thinking":
@@ -84,18 +203,27 @@ class ConsoleReporter:
         self.streaming = kind
         self.console.print(Text(visible(text), style=style), end="", soft_wrap=True)
         self.at_line_start = text.endswith("\n")
+        self._draw()
 
     def line(self, renderable: Text | str) -> None:
         """One line; a plain string is shown as it is (escaped, never read as markup)."""
-        if not self.at_line_start:
-            self.console.print()
-        if isinstance(renderable, str):
-            renderable = Text(visible(renderable))
-        self.console.print(renderable, soft_wrap=True)
-        self.at_line_start = True
-        self.streaming = None
+        with self._lock:
+            self._erase()
+            if not self.at_line_start:
+                self.console.print()
+            if isinstance(renderable, str):
+                renderable = Text(visible(renderable))
+            self.console.print(renderable, soft_wrap=True)
+            self.at_line_start = True
+            self.streaming = None
+            self._draw()
 
     def show_approval(self, pending: PendingApproval) -> None:
+        with self._lock:
+            self.waiting(None)
+            self._show_approval(pending)
+
+    def _show_approval(self, pending: PendingApproval) -> None:
         self.line(Text(f"Approval needed: {visible(pending.summary)}", style="bold yellow"))
         if pending.sensitive:
             self.line(Text(visible(sensitive_note(pending.sensitive)), style="bold magenta"))
@@ -105,34 +233,68 @@ class ConsoleReporter:
                 if pending.contained
                 else "runs UNCONTAINED, with your rights"
             )
-            self.line(Text(f"  $ {visible(pending.preview.strip())}", style="bold"))
+            # The preview is the command as it runs: "$ command", where, how long, containment.
+            for shown in visible(pending.preview.strip(), keep="\t\n").split("\n"):
+                self.line(Text(f"  {shown}", style="bold" if shown.startswith("$ ") else ""))
             self.line(Text(f"  {where}", style="green" if pending.contained else "bold red"))
         else:
-            self.console.print(diff_text(pending.preview), end="", soft_wrap=True)
+            hint = " (answer d to page through it)" if self.console.is_terminal else ""
+            self.console.print(diff_text(pending.preview, cut=True, hint=hint), end="")
+            self.at_line_start = pending.preview.endswith("\n") or not pending.preview
+            if not self.at_line_start:
+                self.console.print()
+                self.at_line_start = True
 
-    def finish(self, response: OperatorResponse) -> None:
-        if response.success:
-            if not self.streamed_text and response.text:
-                self.line(response.text)
-            self.line(Text(f"✓ done ({response.budget_label})", style="bold green"))
-        else:
-            self.line(
-                Text(
-                    f"✗ {visible(response.error_kind or '')}: {visible(response.error or '')} "
-                    f"({response.budget_label})",
-                    style="bold red",
+    def finish(self, response: OperatorResponse, *, outcome_line: bool = True) -> None:
+        """The end of a run: the answer (when it was not streamed) and the outcome."""
+        self.close()
+        if response.success and not self.streamed_text and response.text:
+            self.line(response.text)
+        if not outcome_line:
+            return
+        budget = response.budget_label
+        match response.outcome:
+            case "done":
+                self.line(Text(f"✓ done ({budget})", style="bold green"))
+            case "incomplete":
+                why = visible(response.incomplete or "")
+                self.line(Text(f"! answered, but not finished: {why} ({budget})", "bold yellow"))
+            case _:
+                self.line(
+                    Text(
+                        f"✗ {visible(response.error_kind or '')}: {visible(response.error or '')} "
+                        f"({budget})",
+                        style="bold red",
+                    )
                 )
-            )
 
 
 def ask_decision(
-    console: Console, stdin: TextIO | None = None, read: Callable[[], str] | None = None
+    console: Console,
+    stdin: TextIO | None = None,
+    read: Callable[[], str] | None = None,
+    *,
+    page: Callable[[], None] | None = None,
 ) -> Decision | None:
-    """Ask approve / reject-with-reason on stdin; ``None`` when stdin has nothing to say."""
+    """Ask approve / reject-with-reason on stdin; ``None`` when stdin has nothing to say
+    (closed, at its end, or not there at all). ``page`` adds "d": show the whole diff."""
     stream = stdin if stdin is not None else sys.stdin
-    readline = read or stream.readline
+
+    def readline() -> str:
+        try:
+            if read is not None:
+                return read()
+            answer = stream.readline() if stream is not None else ""
+            if answer and not stream.isatty():
+                console.print()  # a terminal echoes the answer and its newline; a pipe does not
+            return answer
+        except (OSError, ValueError):  # a stdin closed under us
+            return ""
+
+    question = "approve? [a]pprove / [r]eject (with reason)"
+    question += " / [d]iff in full: " if page is not None else ": "
     while True:
-        console.print(Text("approve? [a]pprove / [r]eject (with reason): ", style="bold"), end="")
+        console.print(Text(question, style="bold"), end="")
         answer = readline()
         if not answer:
             console.print()
@@ -146,4 +308,20 @@ def ask_decision(
                 console.print("reason (the model reads it): ", end="")
                 reason = readline().strip()
             return Decision(False, reason)
-        console.print("answer a or r")
+        if choice.lower() == "d" and page is not None:
+            page()
+            continue
+        console.print("answer a or r" + (", or d" if page is not None else ""))
+
+
+def page_text(text: str) -> None:
+    """Show ``text`` in the user's pager ($PAGER, else less), or print it when there is none."""
+    command = shlex.split(os.environ.get("PAGER") or "less -R")
+    if command and shutil.which(command[0]):
+        try:
+            subprocess.run(command, input=text, text=True, check=False)
+            return
+        except OSError:
+            pass
+    sys.stdout.write(text)
+    sys.stdout.flush()

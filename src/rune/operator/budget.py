@@ -89,6 +89,27 @@ def elision_note(label: str, chars: int) -> str:
     )
 
 
+def cut_note(label: str, chars: int, kept: int) -> str:
+    return (
+        f"\n[Rune cut this tool output to fit the context window: {label}, {chars:,} "
+        f"characters, of which the first {kept:,} are above. Read the rest in pieces: "
+        "read_file with offset and limit (lines), or a command that prints less.]"
+    )
+
+
+def cut_to_fit(message: Message, label: str, excess_chars: float) -> tuple[Message, int]:
+    """``message`` with its content cut by at least ``excess_chars`` (and the note's length),
+    keeping its head, at a line break when there is one; and how many characters it kept."""
+    content = str(message.get("content") or "")
+    room = len(content) - math.ceil(excess_chars) - len(cut_note(label, len(content), 10**9))
+    kept = max(room, 0)
+    line_end = content.rfind("\n", 0, kept)
+    if line_end > kept // 2:
+        kept = line_end + 1
+    text = content[:kept] + cut_note(label, len(content), kept)
+    return {**message, "content": text}, kept
+
+
 class ContextBudget:
     """A :class:`RequestShaper` that keeps every request inside the model's window."""
 
@@ -184,6 +205,7 @@ class ContextBudget:
             or (conversation[i].get("role") == "user" and i not in starts)
         ]
         evicted: list[str] = []
+        cuttable: list[int] | None = None
 
         def system_message() -> Message | None:
             text = "\n\n".join(
@@ -212,6 +234,26 @@ class ContextBudget:
                 conversation[index] = replaced
                 turn = sum(1 for s in self._turn_starts if s <= index)
                 evicted.append(f"{label} output ({chars:,} chars, turn {turn})")
+            elif cuttable is None or cuttable:
+                if cuttable is None:
+                    # Last resort: this turn's own tool results, the largest first, cut to fit
+                    # with a note on how to read the rest in pieces.
+                    cuttable = self._results_of_turn(conversation, current, starts)
+                if not cuttable:
+                    continue
+                index = cuttable.pop(0)
+                original = conversation[index]
+                excess = (total - limit) / (CORRECTED_MARGIN if self._corrected else SAFETY_MARGIN)
+                replaced, kept_chars = cut_to_fit(
+                    original,
+                    describe_tool_output(conversation, index),
+                    excess * self._chars_per_token,
+                )
+                body += self._units(replaced) - self._units(original)
+                conversation[index] = replaced
+                chars = len(str(original.get("content") or ""))
+                label = describe_tool_output(conversation, index)
+                evicted.append(f"{label} output cut to {kept_chars:,} of {chars:,} chars")
             else:
                 raise ContextOverflow(
                     f"the request needs about {total} tokens but {model}'s {window}-token window "
@@ -225,6 +267,19 @@ class ContextBudget:
         self._reported.update(fresh)
         shaped = [system, *conversation] if system else conversation
         return ShapedRequest(shaped, {**self.options, "num_ctx": window}, fresh)
+
+    @staticmethod
+    def _results_of_turn(
+        conversation: Sequence[Message], current: int, starts: set[int]
+    ) -> list[int]:
+        """The current turn's tool results (also those sent back as user text), largest first."""
+        found = [
+            i
+            for i in range(current, len(conversation))
+            if conversation[i].get("role") == "tool"
+            or (conversation[i].get("role") == "user" and i not in starts)
+        ]
+        return sorted(found, key=lambda i: -len(str(conversation[i].get("content") or "")))
 
     def observe(self, shaped: ShapedRequest, result: ChatResult) -> None:
         """Learn characters per token from the prompt size the server reports."""

@@ -16,6 +16,7 @@ not been checkpointed (the resumed part of that turn gets a fresh iteration budg
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,7 @@ class _JournalingShaper:
 
     def observe(self, shaped: ShapedRequest, result: ChatResult) -> None:
         self._operator.budget.observe(shaped, result)
+        self._operator._done_reasons.append(result.done_reason)
 
 
 class RuneOperator:
@@ -125,6 +127,8 @@ class RuneOperator:
         self._journaled = 0
         self._turn_blocks: tuple[ContextBlock, ...] | None = None
         self._pending_state: PendingState | None = None
+        #: why each model call of the current step ended (``length``: cut off)
+        self._done_reasons: list[str | None] = []
         if session is not None:
             self._attach(session)
 
@@ -247,7 +251,8 @@ class RuneOperator:
             pending = next((r for r in reversed(records) if r.kind != journal.DECISION), None)
             if pending is None or pending.kind != journal.PENDING:
                 return None
-            saved = dict(pending.data["state"])
+            # The journal's pause refers to what it already holds; put that back first.
+            saved = self.session.state_of(pending) or {}
             if last.data.get("decision") == "approved":
                 # Interrupted after the approval: the change may have been applied or not. Ask
                 # again rather than replay it (a file change re-applies as a no-op; a command
@@ -278,6 +283,25 @@ class RuneOperator:
             return answer
         return self._drive(lambda runtime: runtime.run(self._history))
 
+    def retry(self) -> OperatorResponse | None:
+        """Run the last turn again from its last journaled point, with a fresh budget: after
+        a failure (a server error, a timeout), an interruption, or a stop. A waiting approval
+        is shown again instead; None when the conversation has no turn yet."""
+        if self._pending_state is not None:
+            return self._paused_response()
+        if not self._turn_starts:
+            return None
+        last = self._history[-1] if self._history else {}
+        if last.get("role") == "assistant" and not last.get("tool_calls"):
+            return None  # the turn ended with an answer: there is nothing to run again
+        return self._drive(lambda runtime: runtime.run(self._history))
+
+    def reload(self) -> None:
+        """Take the conversation as the journal has it, after a call was interrupted (Ctrl-C,
+        Esc): the loop's last checkpoint is kept, what it had not journaled is dropped."""
+        if self.session is not None:
+            self._attach(self.session)
+
     # --- internals ----------------------------------------------------------------------
 
     def _attach(self, session: Session) -> None:
@@ -288,7 +312,7 @@ class RuneOperator:
         self._turn_blocks = None
         record = pending_record(session.records)
         if record is not None:
-            self._pending_state = PendingState.from_json(record.data["state"])
+            self._pending_state = PendingState.from_json(session.state_of(record))
             # The pause is journaled before its messages are, one by one: a crash in between
             # leaves them only in the pause. Journal them now, so the history is whole again.
             _, conversation = split_system([thaw(m) for m in self._pending_state.messages])
@@ -324,6 +348,7 @@ class RuneOperator:
         if self._turn_blocks is None:
             self._turn_blocks = tuple(self.context_blocks())
         self.budget.start_turn(self._turn_blocks, self._turn_starts)
+        self._done_reasons.clear()
         try:
             response = step(self._runtime)
         except RuneError:
@@ -337,6 +362,11 @@ class RuneOperator:
                 error_kind=type(err).__name__,
                 iteration_budget=self._runtime.max_iterations,
                 messages=tuple(self._history),
+            )
+        if response.success and not response.incomplete and self._done_reasons[-1:] == ["length"]:
+            response = replace(
+                response,
+                incomplete="the answer was cut off at the output token limit (max_output_tokens)",
             )
         conversation = None
         if response.messages:
@@ -357,6 +387,8 @@ class RuneOperator:
     def _turn_summary(self, response: OperatorResponse) -> dict[str, Any]:
         return {
             "success": response.success,
+            "outcome": response.outcome,
+            "incomplete": response.incomplete,
             "text": response.text,
             "error": response.error,
             "error_kind": response.error_kind,

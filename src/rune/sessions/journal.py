@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -90,12 +92,34 @@ def read_journal(path: Path) -> JournalContents:
     return JournalContents(tuple(records), tuple(warnings), len(lines), ends_mid_line)
 
 
+#: the kinds that change where a session stands (see ``rune.sessions.store.status_of``)
+STATE_KINDS = frozenset({SESSION, USER, PENDING, DECISION, TURN_END})
+#: how every record line begins: ``json.dumps`` keeps the keys in the order they are written
+_HEAD = re.compile(rb'^\{"kind": "([a-z_]+)", "ts": "([^"]*)"')
+
+
+def line_head(line: bytes) -> tuple[str, str] | None:
+    """The kind and timestamp of a record line, read from its first bytes without parsing the
+    rest (a record may hold megabytes of tool output); None for a line that is not a record."""
+    found = _HEAD.match(line[:96])
+    if found is None:
+        return None
+    return found.group(1).decode("ascii"), found.group(2).decode("ascii", "replace")
+
+
 class JournalWriter:
-    """Appends records durably: each one is on disk (fsync) before ``append`` returns."""
+    """Appends records durably: each one is on disk (fsync) before ``append`` returns.
+
+    One writer is driven by one thread at a time; a lock still guards the descriptor, so a
+    ``close`` from another thread (the TUI quitting while a call ends) never races a write
+    onto a descriptor number the system has already handed to another file."""
 
     def __init__(self, path: Path, *, lines: int = 0, ends_mid_line: bool = False) -> None:
         self.path = path
         self._lines = lines
+        self._guard = threading.Lock()
+        #: the journal's size in bytes after the last record this writer appended
+        self.size = 0
         try:
             self._fd: int | None = os.open(
                 path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
@@ -105,6 +129,7 @@ class JournalWriter:
         if ends_mid_line:
             # Close off a line a killed writer left half-written, so it stays one bad line.
             self._write(b"\n")
+        self.size = os.fstat(self._fd).st_size
 
     def append(self, kind: str, data: Mapping[str, Any]) -> Record:
         if kind not in KINDS:
@@ -121,21 +146,24 @@ class JournalWriter:
         return Record(self._lines, kind, ts, json.loads(line)["data"])
 
     def _write(self, payload: bytes) -> None:
-        if self._fd is None:
-            raise SessionError(f"the session journal {self.path} is closed")
-        try:
-            view = memoryview(payload)
-            while view:
-                written = os.write(self._fd, view)
-                view = view[written:]
-            os.fsync(self._fd)
-        except OSError as err:
-            raise SessionError(
-                f"cannot write the session journal {self.path}: {err.strerror}"
-            ) from None
+        with self._guard:
+            if self._fd is None:
+                raise SessionError(f"the session journal {self.path} is closed")
+            try:
+                view = memoryview(payload)
+                while view:
+                    written = os.write(self._fd, view)
+                    view = view[written:]
+                os.fsync(self._fd)
+            except OSError as err:
+                raise SessionError(
+                    f"cannot write the session journal {self.path}: {err.strerror}"
+                ) from None
+            self.size += len(payload)
 
     def close(self) -> None:
-        if self._fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = None
+        with self._guard:
+            if self._fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(self._fd)
+                self._fd = None

@@ -4,18 +4,33 @@
 with ``fcntl.flock`` by the one process driving the session and names its pid. The root is
 ``$RUNE_DATA_DIR/sessions`` when that variable is set, else the platform's user data
 directory (platformdirs) ``/sessions``.
+
+``<root>/<id>/summary.json`` is a cache for ``rune sessions``: the header's title, model and
+workspace and the state after the last state-changing record, with the journal's size at that
+record. A listing trusts it only when no state-changing record follows that offset (it reads
+just the first bytes of the lines after it), so a stale or missing summary costs a full read of
+that one journal, never a wrong answer.
+
+The journal grows linearly: a pause for approval carries the whole conversation, but its record
+keeps only what the journal does not already hold (the messages and tool events before it are
+referred to by count, :meth:`Session.state_of` puts them back).
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
+import copy
 import fcntl
+import json
 import os
 import re
 import secrets
+import shutil
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -26,14 +41,56 @@ from rune.paths import data_dir
 from rune.sessions import journal
 from rune.sessions.journal import JournalWriter, Record, read_journal
 
-Status = Literal["done", "pending approval", "failed", "active"]
+#: Where a session stands. ``new``: no task yet; ``running``: a turn has begun and not ended
+#: (a listing shows ``interrupted`` instead when no process holds the session);
+#: ``pending approval``: a change waits; ``done``, ``incomplete`` (answered, but a change failed
+#: or was rejected, or the answer was cut off), ``iteration limit`` and ``failed``: how the last
+#: turn ended (see ``OperatorResponse.outcome``).
+Status = Literal[
+    "new",
+    "running",
+    "interrupted",
+    "pending approval",
+    "done",
+    "incomplete",
+    "iteration limit",
+    "failed",
+]
+STATUSES: tuple[Status, ...] = (
+    "new",
+    "running",
+    "interrupted",
+    "pending approval",
+    "done",
+    "incomplete",
+    "iteration limit",
+    "failed",
+)
 JOURNAL_NAME = "journal.jsonl"
 LOCK_NAME = "lock"
+SUMMARY_NAME = "summary.json"
+SUMMARY_VERSION = 1
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+#: the states ``prune`` may remove: the session ended, or never began
+PRUNABLE: frozenset[Status] = frozenset({"new", "done", "incomplete", "iteration limit", "failed"})
+_ENDED = {"done": "done", "incomplete": "incomplete", "limit": "iteration limit"}
 
 
 def default_root() -> Path:
     return data_dir() / "sessions"
+
+
+def ended_status(data: Mapping[str, Any]) -> Status:
+    """The status a turn_end record gives (journals before outcomes were written have only
+    ``success`` and ``error_kind``)."""
+    outcome = data.get("outcome")
+    if isinstance(outcome, str) and outcome in _ENDED:
+        return _ENDED[outcome]  # type: ignore[return-value]
+    if outcome is None and data.get("success"):
+        return "done"
+    if data.get("error_kind") == "IterationLimit":
+        return "iteration limit"
+    return "failed"
 
 
 def status_of(records: tuple[Record, ...] | list[Record]) -> Status:
@@ -42,10 +99,10 @@ def status_of(records: tuple[Record, ...] | list[Record]) -> Status:
         if record.kind == journal.PENDING:
             return "pending approval"
         if record.kind == journal.TURN_END:
-            return "done" if record.data.get("success") else "failed"
+            return ended_status(record.data)
         if record.kind in (journal.USER, journal.DECISION):
-            return "active"
-    return "active"
+            return "running"
+    return "new"
 
 
 def pending_record(records: tuple[Record, ...] | list[Record]) -> Record | None:
@@ -66,6 +123,8 @@ class SessionSummary:
     model: str
     updated_at: str
     warnings: tuple[str, ...] = ()
+    workspace: str = ""
+    backend: str = ""
 
 
 def _fsync_dir(path: Path) -> None:
@@ -95,6 +154,58 @@ def _lock(path: Path, session_id: str) -> int:
     return fd
 
 
+def _is_message(record: Record) -> bool:
+    return record.kind in (journal.USER, journal.MESSAGE) and isinstance(
+        record.data.get("message"), dict
+    )
+
+
+def _role(message: Any) -> Any:
+    return message.get("role") if isinstance(message, Mapping) else None
+
+
+def held_by_a_process(directory: Path) -> bool:
+    """Whether a live process holds the session's lock (it is running, not interrupted)."""
+    try:
+        fd = os.open(directory / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # also releases the shared lock, if it was taken
+    return False
+
+
+def _write_summary(directory: Path, summary: Mapping[str, Any]) -> None:
+    """Replace the summary cache atomically; a failure only costs a slower listing."""
+    target = directory / SUMMARY_NAME
+    temporary = directory / f".{SUMMARY_NAME}.{os.getpid()}.{threading.get_ident()}"
+    try:
+        temporary.write_text(json.dumps(dict(summary), ensure_ascii=True), encoding="ascii")
+        os.replace(temporary, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+
+
+def _summary(meta: Mapping[str, Any], status: Status, end: int, updated_at: str) -> dict[str, Any]:
+    return {
+        "v": SUMMARY_VERSION,
+        "end": end,
+        "status": status,
+        "updated_at": updated_at,
+        "title": str(meta.get("title", "")),
+        "model": str(meta.get("model", "")),
+        "workspace": str(meta.get("workspace", "")),
+        "backend": str(meta.get("backend", "")),
+    }
+
+
 class Session:
     """One open, locked session. Use it as a context manager, or call :meth:`close`."""
 
@@ -121,14 +232,69 @@ class Session:
         except BaseException:
             self._unlock()
             raise
+        self._conversation: list[Mapping[str, Any]] = [
+            r.data["message"] for r in self._records if _is_message(r)
+        ]
 
     # --- writing ------------------------------------------------------------------------
 
     def append(self, kind: str, data: Mapping[str, Any]) -> Record:
         """Write one record; it is on disk (fsynced) when this returns."""
+        if kind == journal.PENDING:
+            data = self._compact(data)
         record = self._writer.append(kind, data)
         self._records.append(record)
+        if _is_message(record):
+            self._conversation.append(record.data["message"])
+        if kind in journal.STATE_KINDS:
+            _write_summary(
+                self.directory,
+                _summary(self.meta, self.status, self._writer.size, record.ts),
+            )
         return record
+
+    def _compact(self, data: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A pause's record without what the journal already holds: the conversation's
+        journaled prefix and the run's journaled tool events, referred to by count."""
+        state = data.get("state")
+        if not isinstance(state, Mapping):
+            return data
+        messages, events = state.get("messages"), state.get("events")
+        if not isinstance(messages, list) or not isinstance(events, list):
+            return data
+        lead = 0
+        while lead < len(messages) and _role(messages[lead]) == "system":
+            lead += 1
+        conversation = messages[lead:]
+        shared = min(len(self._conversation), len(conversation))
+        if shared and (
+            conversation[0] != self._conversation[0]
+            or conversation[shared - 1] != self._conversation[shared - 1]
+        ):
+            shared = 0
+        journaled = self._tool_events(len(events))
+        same_events = len(journaled) == len(events) and journaled == events
+        shared_events = len(events) if same_events else 0
+        if not shared and not shared_events:
+            return data
+        compact = {
+            **state,
+            "messages": messages[:lead] + conversation[shared:],
+            "events": events[shared_events:],
+        }
+        refs = {"lead": lead, "messages": shared, "events": shared_events}
+        return {**data, "state": compact, "shared": refs}
+
+    def _tool_events(self, count: int, *, before: int | None = None) -> list[Any]:
+        """The ``count`` last tool events journaled (before record line ``before``)."""
+        found: list[Any] = []
+        for record in reversed(self._records):
+            if len(found) >= count:
+                break
+            if (before is None or record.line < before) and record.kind == journal.TOOL_EVENT:
+                found.append(record.data.get("event"))
+        found.reverse()
+        return found
 
     # --- reading ------------------------------------------------------------------------
 
@@ -144,11 +310,7 @@ class Session:
     @property
     def messages(self) -> list[Message]:
         """The conversation so far (user turns and everything the loop added), in order."""
-        return [
-            dict(r.data["message"])
-            for r in self._records
-            if r.kind in (journal.USER, journal.MESSAGE) and isinstance(r.data.get("message"), dict)
-        ]
+        return [dict(m) for m in self._conversation]
 
     @property
     def turn_starts(self) -> list[int]:
@@ -156,9 +318,7 @@ class Session:
         starts: list[int] = []
         count = 0
         for r in self._records:
-            if r.kind in (journal.USER, journal.MESSAGE) and isinstance(
-                r.data.get("message"), dict
-            ):
+            if _is_message(r):
                 if r.kind == journal.USER:
                     starts.append(count)
                 count += 1
@@ -172,8 +332,33 @@ class Session:
     def pending_state(self) -> dict[str, Any] | None:
         """The pending approval's state, as the runtime wrote it, when the session waits."""
         record = pending_record(self._records)
-        state = record.data.get("state") if record is not None else None
-        return dict(state) if isinstance(state, dict) else None
+        return self.state_of(record) if record is not None else None
+
+    def state_of(self, record: Record) -> dict[str, Any] | None:
+        """The whole state a pause record carries, with what it refers to put back in place:
+        exactly what the runtime wrote, so its seal still verifies."""
+        state = record.data.get("state")
+        if not isinstance(state, Mapping):
+            return None
+        whole = copy.deepcopy(dict(state))
+        refs = record.data.get("shared")
+        if not isinstance(refs, Mapping):
+            return whole
+        lead, count, events = (int(refs.get(k, 0)) for k in ("lead", "messages", "events"))
+        before = [
+            r.data["message"] for r in self._records if r.line < record.line and _is_message(r)
+        ]
+        if len(before) < count:
+            return whole  # the journal lost what the pause refers to: the seal will say so
+        messages = list(whole.get("messages") or [])
+        whole["messages"] = [
+            *messages[:lead],
+            *copy.deepcopy(before[:count]),
+            *messages[lead:],
+        ]
+        journaled = self._tool_events(events, before=record.line) if events else []
+        whole["events"] = [*copy.deepcopy(journaled), *(whole.get("events") or [])]
+        return whole
 
     # --- lifetime -----------------------------------------------------------------------
 
@@ -252,34 +437,137 @@ class SessionStore:
         return Session(session_id, directory)
 
     def list(self) -> list[SessionSummary]:
-        """Every session, most recently updated first. Reading takes no lock."""
+        """Every session, most recently updated first. Reading takes no lock.
+
+        Each session costs a ``stat``, its small summary file, and the first bytes of any
+        records written after the summary's state; only a session without a usable summary
+        (written by an older Rune, or caught between a state record and its summary) is read
+        in full, and its summary is written for the next time.
+        """
         if not self.root.is_dir():
             return []
         summaries: list[SessionSummary] = []
         for directory in self.root.iterdir():
-            path = directory / JOURNAL_NAME
-            if not _SESSION_ID.match(directory.name) or not path.is_file():
+            if not _SESSION_ID.match(directory.name):
                 continue
+            summary = self._summarize(directory)
+            if summary is not None:
+                summaries.append(summary)
+        summaries.sort(key=lambda s: (s.updated_at, s.id), reverse=True)
+        return summaries
+
+    def _summarize(self, directory: Path) -> SessionSummary | None:
+        path = directory / JOURNAL_NAME
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return None
+        cached = _cached_summary(directory, path, size)
+        if cached is None:
             try:
                 contents = read_journal(path)
             except SessionError as err:
-                summaries.append(SessionSummary(directory.name, "failed", "", "", "", (str(err),)))
-                continue
+                return SessionSummary(directory.name, "failed", "", "", "", (str(err),))
             header = next((r for r in contents.records if r.kind == journal.SESSION), None)
             meta = header.data if header is not None else {}
-            summaries.append(
-                SessionSummary(
-                    id=directory.name,
-                    status=status_of(contents.records),
-                    title=str(meta.get("title", "")),
-                    model=str(meta.get("model", "")),
-                    updated_at=contents.records[-1].ts if contents.records else "",
-                    warnings=contents.warnings,
-                )
+            updated = contents.records[-1].ts if contents.records else ""
+            status = status_of(contents.records)
+            if not contents.warnings:
+                _write_summary(directory, _summary(meta, status, size, updated))
+            cached = (
+                {**_summary(meta, status, size, updated), "warnings": contents.warnings},
+                updated,
             )
-        summaries.sort(key=lambda s: (s.updated_at, s.id), reverse=True)
-        return summaries
+        data, updated = cached
+        status = data["status"]
+        if status == "running" and not held_by_a_process(directory):
+            status = "interrupted"
+        return SessionSummary(
+            id=directory.name,
+            status=status,
+            title=str(data.get("title", "")),
+            model=str(data.get("model", "")),
+            updated_at=updated,
+            warnings=tuple(data.get("warnings", ())),
+            workspace=str(data.get("workspace", "")),
+            backend=str(data.get("backend", "")),
+        )
+
+    def read(self, session_id: str) -> journal.JournalContents:
+        """A session's records, read without its lock (it may be running elsewhere)."""
+        directory = self._directory(session_id)
+        if not (directory / JOURNAL_NAME).is_file():
+            raise SessionNotFound(f"no session {session_id} in {self.root}")
+        return read_journal(directory / JOURNAL_NAME)
+
+    def prune(self, older_than: timedelta) -> tuple[builtins.list[str], builtins.list[str]]:
+        """Remove the sessions that ended (or never began) and were not updated for
+        ``older_than``; one waiting for approval, running or interrupted is kept. Returns the
+        ids removed and the ids skipped because a process holds them."""
+        cutoff = (datetime.now(UTC) - older_than).isoformat(timespec="milliseconds")
+        removed: builtins.list[str] = []
+        busy: builtins.list[str] = []
+        for summary in self.list():
+            if summary.status not in PRUNABLE or summary.updated_at > cutoff:
+                continue
+            try:
+                self.remove(summary.id)
+            except SessionLocked:
+                busy.append(summary.id)
+            else:
+                removed.append(summary.id)
+        return removed, busy
+
+    def remove(self, session_id: str) -> None:
+        """Delete a session; one that a live process drives is refused (SessionLocked)."""
+        directory = self._directory(session_id)
+        if not (directory / JOURNAL_NAME).is_file():
+            raise SessionNotFound(f"no session {session_id} in {self.root}")
+        try:
+            fd = _lock(directory / LOCK_NAME, session_id)
+        except FileNotFoundError:
+            fd = None
+        try:
+            shutil.rmtree(directory)
+        except OSError as err:
+            raise SessionError(f"cannot remove session {session_id}: {err.strerror}") from None
+        finally:
+            if fd is not None:
+                os.close(fd)
 
     def latest(self, status: Status | None = None) -> SessionSummary | None:
         """The most recently updated session, optionally only one with ``status``."""
         return next((s for s in self.list() if status is None or s.status == status), None)
+
+
+def _cached_summary(
+    directory: Path, journal_path: Path, size: int
+) -> tuple[dict[str, Any], str] | None:
+    """The summary file and the time of the journal's last record, when the summary still
+    tells the truth: nothing written after it changes the session's state."""
+    try:
+        data = json.loads((directory / SUMMARY_NAME).read_text(encoding="ascii"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("v") != SUMMARY_VERSION:
+        return None
+    end = data.get("end")
+    if not isinstance(end, int) or data.get("status") not in STATUSES or end > size:
+        return None
+    updated = str(data.get("updated_at", ""))
+    if end == size:
+        return data, updated
+    try:
+        with journal_path.open("rb") as fh:
+            fh.seek(end)
+            tail = fh.read(size - end)
+    except OSError:
+        return None
+    for line in tail.split(b"\n"):
+        if not line:
+            continue
+        head = journal.line_head(line)
+        if head is None or head[0] in journal.STATE_KINDS:
+            return None
+        updated = head[1]
+    return data, updated

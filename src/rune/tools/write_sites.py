@@ -25,6 +25,14 @@ ALLOWED_WRITE_SITES: frozenset[tuple[str, str]] = frozenset(
         ("rune.sessions.journal", "JournalWriter.__init__"),
         ("rune.sessions.store", "_lock"),
         ("rune.sessions.store", "SessionStore.create"),
+        # the listing's summary cache beside a journal, and `rune sessions rm/prune`, which
+        # delete only a session directory under Rune's own data directory
+        ("rune.sessions.store", "_write_summary"),
+        # /dev/null on a standard descriptor the caller closed, or over a stdout whose reader
+        # went away: nothing else is opened there
+        ("rune.cli", "fill_closed_std_fds"),
+        ("rune.cli", "silence_stdout"),
+        ("rune.sessions.store", "SessionStore.remove"),
         ("rune.seal", "_create_key"),
         ("rune.demo", "create_demo_project"),
         # `rune pull`: the user's command, writing only into Rune's own models directory.

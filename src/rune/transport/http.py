@@ -32,6 +32,8 @@ from rune.transport.base import Capabilities
 
 #: how much of a server's error body goes into a message shown to the user
 MAX_ERROR_CHARS = 500
+#: how a user of the ``rune`` command changes the read timeout (``read_timeout=`` in Python)
+TIMEOUT_HINT = "rune --timeout SECONDS, RUNE_TIMEOUT, or `timeout = SECONDS` in config.toml"
 
 
 class HttpTransport:
@@ -185,8 +187,8 @@ def translate_error(err: httpx.HTTPError, *, server: str, unreachable_hint: str)
     if isinstance(err, httpx.ReadTimeout):
         return TransportTimeout(
             f"{server} at {where} sent nothing for {_timeout(err, 'read')} (read timeout); "
-            "the model may still be loading or the server is stuck — raise the read timeout "
-            "if it is only slow"
+            "the model may still be loading or the server is stuck. If it is only slow, allow "
+            f"more time: {TIMEOUT_HINT}"
         )
     if isinstance(err, httpx.TimeoutException):
         return TransportTimeout(f"{server} at {where} timed out: {err}")

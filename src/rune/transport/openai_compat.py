@@ -246,8 +246,8 @@ class OpenAICompatTransport(HttpTransport):
             yield
         except httpx.HTTPError as err:
             hint = (
-                "start llama-server (or vLLM, LM Studio) there, or check --base-url "
-                f"(now {self.root}{self.api_prefix})"
+                "start llama-server (or vLLM, LM Studio) there, or check the address "
+                f"(--backend URL; now {self.root}{self.api_prefix})"
             )
             raise translate_error(err, server=SERVER, unreachable_hint=hint) from None
 

@@ -8,6 +8,7 @@ reach the UI as Textual messages (``post_message`` is safe from any thread).
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from textual import work
@@ -20,12 +21,12 @@ from textual.widgets import Footer, Input, Static
 
 from rune import events as ev
 from rune.app import Rune, auto_approves
-from rune.errors import RuneError
+from rune.errors import CallCancelled, RuneError
 from rune.messages import OperatorResponse, PendingApproval
 from rune.text import visible
 from rune.tui.approval import ApprovalScreen
 from rune.tui.widgets import StreamedText, Thinking, ToolLine
-from rune.view import Decision
+from rune.view import Decision, elapsed
 
 Operation = Callable[[], OperatorResponse | None]
 
@@ -37,12 +38,52 @@ class LoopEventMessage(Message):
 
 
 class ResponseMessage(Message):
-    """What an operator call returned (None: nothing to resume), or the error it raised."""
+    """What an operator call returned (None: nothing to resume), or the error it raised, or
+    that the user stopped it (``stopped``)."""
 
-    def __init__(self, response: OperatorResponse | None, error: str | None = None) -> None:
+    def __init__(
+        self, response: OperatorResponse | None, error: str | None = None, *, stopped: bool = False
+    ) -> None:
         super().__init__()
         self.response = response
         self.error = error
+        self.stopped = stopped
+
+
+class Prompt(Input):
+    """The task box, with the tasks sent before on up and down."""
+
+    BINDINGS = [  # noqa: RUF012 - Textual reads this class attribute
+        Binding("up", "older", "earlier task", show=False),
+        Binding("down", "newer", "later task", show=False),
+    ]
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.sent: list[str] = []
+        self.back = 0  # how far back in ``sent`` the box shows (0: what is being typed)
+        self.draft = ""
+
+    def remember(self, text: str) -> None:
+        if not self.sent or self.sent[-1] != text:
+            self.sent.append(text)
+        self.back = 0
+
+    def action_older(self) -> None:
+        if self.back < len(self.sent):
+            if self.back == 0:
+                self.draft = self.value
+            self.back += 1
+            self._show(self.sent[-self.back])
+
+    def action_newer(self) -> None:
+        if self.back > 0:
+            self.back -= 1
+            self._show(self.sent[-self.back] if self.back else self.draft)
+
+    def _show(self, text: str) -> None:
+        self.value = text
+        self.cursor_position = len(text)
 
 
 class RuneApp(App[int]):
@@ -54,7 +95,10 @@ class RuneApp(App[int]):
         Binding("ctrl+t", "toggle_thinking", "thinking"),
         Binding("ctrl+o", "toggle_output", "tool output"),
         Binding("ctrl+r", "review", "pending approval"),
-        Binding("ctrl+q", "quit", "quit"),
+        Binding("escape", "stop", "stop the model"),
+        Binding("ctrl+c", "interrupt", "stop", show=False, priority=True),
+        Binding("ctrl+g", "continue", "continue"),
+        Binding("ctrl+q", "quit_now", "quit", priority=True),
     ]
 
     step: reactive[str] = reactive("step 0/0", init=False)
@@ -70,12 +114,15 @@ class RuneApp(App[int]):
         self._thinking: Thinking | None = None
         self._tools: list[ToolLine] = []
         self._resuming = False
+        #: the last run ended where a fresh budget may go on (iteration limit, failure, stop)
+        self.can_continue = False
+        self.last_call = ""  # "step 2/8: 1.4 s, 37 tokens"
         self._header_line = Static(self._header(), id="header", markup=False)
 
     def compose(self) -> ComposeResult:
         yield self._header_line
         yield VerticalScroll(id="transcript")
-        yield Input(placeholder="what should Rune do? (Enter to send)", id="prompt")
+        yield Prompt(placeholder="what should Rune do? (Enter to send)", id="prompt")
         yield Footer()
 
     def _header(self) -> str:
@@ -85,10 +132,20 @@ class RuneApp(App[int]):
             "thinking" if caps.thinking else "no thinking",
             f"ctx {caps.context_length or '?'}",
         ]
-        state = "working" if self.busy else ("waiting for approval" if self.pending else "idle")
+        if self.busy:
+            state = "working"
+            watch = getattr(self.rune.transport, "progress", None)
+            call = watch() if callable(watch) else None
+            if call is not None:
+                spent = f"{elapsed(call.seconds)}, {call.tokens} tokens"
+                state = f"waiting for the model {spent} (esc stops)"
+        else:
+            state = "waiting for approval" if self.pending else "idle"
+        last = f" · last {self.last_call}" if self.last_call and not self.busy else ""
+        workspace = Path(self.rune.settings.workspace).name or "/"
         return (
-            f"rune · {self.rune.model} · {' · '.join(features)} · {self.step} · {state}"
-            f" · session {self.rune.session_id}"
+            f"rune · {self.rune.model} · {' · '.join(features)} · {self.step} · {state}{last}"
+            f" · in {workspace} · session {self.rune.session_id}"
         )
 
     def _refresh_header(self) -> None:
@@ -105,6 +162,7 @@ class RuneApp(App[int]):
 
     def on_mount(self) -> None:
         self.rune.relay.target = self._relay
+        self.set_interval(0.5, self._tick)
         self._replay_history()
         warnings = getattr(self.rune, "startup_warnings", None)
         for note in warnings() if callable(warnings) else ():
@@ -161,23 +219,36 @@ class RuneApp(App[int]):
                 self._mount(line)
                 self._text = None
             case ev.ToolFinished(event=event):
-                running = [t for t in self._tools if t.status == "running"]
+                running = [t for t in self._tools if t.status in ("running", "pending_approval")]
                 if running:
                     running[0].finish(event)
+            case ev.ApprovalRequired():
+                waiting = [t for t in self._tools if t.status == "running"]
+                if waiting:
+                    waiting[-1].waiting()
+            case ev.ModelCallFinished(seconds=seconds, tokens=tokens):
+                self.last_call = f"{self.step}: {elapsed(seconds)}, {tokens} tokens"
+                self._refresh_header()
             case ev.FallbackPromptInjected() as injected:
                 self._note(injected.describe())
             case ev.Warning(message=text):
                 self._note(f"warning: {text}", "warning")
-            case _:
-                pass
 
     # --- driving the operator -------------------------------------------------------------
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         text = event.value.strip()
-        if not text or self.busy:
+        if not text:
+            return
+        if self.busy:
+            self._note("Rune is still working: esc stops the model call; your text stays here.")
+            return
+        if self.pending is not None:
+            self._note("A change waits for your answer first: ctrl+r shows it.")
             return
         event.input.value = ""
+        if isinstance(event.input, Prompt):
+            event.input.remember(text)
         self._start(text)
 
     def _start(self, text: str) -> None:
@@ -192,6 +263,10 @@ class RuneApp(App[int]):
     def _run_operation(self, operation: Operation) -> None:
         try:
             response = operation()
+        except CallCancelled:
+            # The journal holds the turn up to its last checkpoint: take it from there.
+            self.rune.operator.reload()
+            self.post_message(ResponseMessage(None, stopped=True))
         except RuneError as err:
             self.post_message(ResponseMessage(None, f"{err.kind}: {err}"))
         else:
@@ -201,8 +276,15 @@ class RuneApp(App[int]):
         self.busy = False
         resuming, self._resuming = self._resuming, False
         response = message.response
+        if message.stopped:
+            self.rune.transport.allow()
+            self.can_continue = True
+            self._note("stopped; ctrl+g goes on from the last step, or send a new task")
+            return
         if message.error is not None:
+            self.can_continue = True
             self._note(message.error, "error")
+            self._note("ctrl+g tries again from the last good point")
             return
         if response is None:
             if resuming and self.initial_task:
@@ -216,9 +298,18 @@ class RuneApp(App[int]):
         elif response.success:
             if not self._text and response.text:
                 self._note(response.text, "assistant")
-            self._note(f"✓ done ({response.budget_label})", "done")
+            if response.outcome == "done":
+                self._note(f"✓ done ({response.budget_label})", "done")
+            else:
+                why = response.incomplete or ""
+                self._note(
+                    f"! answered, but not finished: {why} ({response.budget_label})", "warning"
+                )
         else:
+            self.can_continue = True
             self._note(f"✗ {response.error_kind}: {response.error}", "error")
+            more = "a fresh budget" if response.outcome == "limit" else "another try"
+            self._note(f"ctrl+g goes on with {more} from the last step")
 
     def _ask(self, pending: PendingApproval) -> None:
         self.pending = pending
@@ -244,6 +335,38 @@ class RuneApp(App[int]):
             self._call(lambda: operator.reject(decision.reason))
 
     # --- actions ----------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        if self.busy:
+            self._refresh_header()
+
+    def action_stop(self) -> None:
+        """Esc: stop the model call in flight (a running tool finishes first)."""
+        if self.busy:
+            self.rune.transport.stop()
+            self._note("stopping…")
+
+    def action_interrupt(self) -> None:
+        """Ctrl-C: stop the model call when one runs, else quit."""
+        if self.busy:
+            self.action_stop()
+        else:
+            self.action_quit_now()
+
+    def action_quit_now(self) -> None:
+        """Quit at once: a model call in flight is abandoned, and the session stays where the
+        journal has it, for ``rune resume`` (or ``rune tui --session``)."""
+        self.rune.transport.stop()
+        self.exit(0)
+
+    def action_continue(self) -> None:
+        """Go on from the last journaled point with a fresh budget (after a stop, a failure or
+        the iteration limit)."""
+        if self.busy or self.pending is not None or not self.can_continue:
+            return
+        self.can_continue = False
+        self._note("going on with a fresh budget")
+        self._call(self.rune.operator.retry)
 
     def action_review(self) -> None:
         if self.pending is not None and not self.busy:

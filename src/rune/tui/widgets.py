@@ -67,6 +67,13 @@ class ToolLine(Collapsible):
         status = STATUS_LABEL.get(self.status, self.status)
         return f"{status}  {self.name_and_step}{outcome}  ({self.arguments})"
 
+    def waiting(self) -> None:
+        """The call waits for the user's approval, not running."""
+        self.remove_class(self.status)
+        self.status = "pending_approval"
+        self.add_class(self.status)
+        self.title = Content(self._heading())  # type: ignore[assignment]  # as in __init__
+
     def finish(self, event: ToolEvent) -> None:
         self.remove_class(self.status)
         self.status = event.status
