@@ -187,7 +187,7 @@ def test_generation_options_are_the_catalogue_defaults_under_the_settings(tmp_pa
     choice = BackendChoice("embedded", "test", catalog=QWEN_CODER_1_5B)
     transport = ScriptedTransport([])
     operator = build_operator(settings(tmp_path), choice, transport, "m")
-    assert operator.budget.options == {"temperature": 0.0, "seed": 1}
+    assert operator.budget.options == {"temperature": 0.0, "seed": 1, "num_predict": 1024}
     mine = settings(tmp_path, temperature=0.7, seed=42, max_output_tokens=300)
     operator = build_operator(mine, choice, transport, "m")
     assert operator.budget.options == {"temperature": 0.7, "seed": 42, "num_predict": 300}

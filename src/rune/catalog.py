@@ -35,6 +35,12 @@ class WheelPart:
         return f"{self.distribution}=={self.version}"
 
 
+#: greedy decoding, so a run repeats; and a cap on a reply, because a greedy small model that
+#: starts repeating itself inside a JSON string would otherwise fill the window (8,192 tokens,
+#: some 10 minutes on two cores). 1,024 tokens hold a small file rewritten whole.
+CODER_OPTIONS: dict[str, float | int] = {"temperature": 0.0, "seed": 1, "num_predict": 1024}
+
+
 @dataclass(frozen=True, slots=True)
 class CatalogModel:
     """A model Rune can pull: where its bytes come from and what they must hash to.
@@ -118,7 +124,7 @@ QWEN_CODER_1_5B = CatalogModel(
         ),
     ),
     rank=30,
-    options={"temperature": 0.0, "seed": 1},
+    options=dict(CODER_OPTIONS),
 )
 
 QWEN_CODER_0_5B = CatalogModel(
@@ -142,7 +148,7 @@ QWEN_CODER_0_5B = CatalogModel(
         ),
     ),
     rank=20,
-    options={"temperature": 0.0, "seed": 1},
+    options=dict(CODER_OPTIONS),
 )
 
 SMOLLM2_135M = CatalogModel(
