@@ -98,6 +98,9 @@ def run_task(task: Path, args: argparse.Namespace, transport: FreshStart, model:
         tools: list[str] = []
 
         def note(event: ev.LoopEvent) -> None:
+            if args.verbose and isinstance(event, ev.ToolStarted):
+                call = json.dumps(dict(event.request.arguments), ensure_ascii=False)
+                print(f"      > {event.request.name} {call[:300]}", flush=True)
             if isinstance(event, ev.ToolFinished):
                 done = event.event
                 detail = f" ({(done.error or '')[:160]})" if args.verbose and done.error else ""

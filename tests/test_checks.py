@@ -230,7 +230,7 @@ def test_the_prompt_shows_the_check_in_its_worked_example(ws: Path) -> None:
 
 
 @needs_bwrap
-def test_a_failing_check_keeps_the_answer_out_until_one_passes(ws: Path) -> None:
+def test_a_failing_check_is_sent_back_once_and_a_passing_one_ends_the_task(ws: Path) -> None:
     wrong = "def add(a, b):\n    return a * b\n"
     assert_five = turn(
         tool="run_python",
@@ -242,6 +242,7 @@ def test_a_failing_check_keeps_the_answer_out_until_one_passes(ws: Path) -> None
                 tool="replace_function", arguments={"path": "calc.py", "name": "add", "code": wrong}
             ),
             assert_five,
+            turn(answer="add() is fixed."),  # after a failed check: sent back, once
             fix(),
             assert_five,
             turn(answer="add() adds."),
@@ -250,8 +251,9 @@ def test_a_failing_check_keeps_the_answer_out_until_one_passes(ws: Path) -> None
     )
     runtime = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
     resp = approve_all(runtime, runtime.run(TASK))
-    assert resp.success and (ws / "calc.py").read_text() == FIXED
-    assert schemas(transport) == [True, False, False, False, True]
+    assert resp.success and resp.text == "add() adds." and resp.incomplete is None
+    assert (ws / "calc.py").read_text() == FIXED
+    assert schemas(transport) == [True, False, True, True, False, True]
     assert [(e.name, e.status) for e in resp.events] == [
         ("replace_function", "done"),
         ("run_python", "failed"),
@@ -259,3 +261,20 @@ def test_a_failing_check_keeps_the_answer_out_until_one_passes(ws: Path) -> None
         ("run_python", "done"),
     ]
     assert "AssertionError: 6" in str(transport.requests[2].messages[-1]["content"])
+    note = str(transport.requests[3].messages[-1]["content"])
+    assert note.startswith("Your last check failed: the check failed:")
+    assert "The task is not finished." in note
+
+
+@needs_bwrap
+def test_an_answer_after_a_check_that_still_fails_is_incomplete(ws: Path) -> None:
+    assert_five = turn(
+        tool="run_python",
+        arguments={"code": "from calc import add\nassert add(2, 3) == 5, add(2, 3)"},
+    )
+    done = turn(answer="done")
+    transport = ScriptedTransport([assert_five, done, done], tools=True)
+    runtime = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
+    resp = runtime.run(TASK)
+    assert resp.success and resp.incomplete == "the model's own check of its change failed"
+    assert len(transport.requests) == 3

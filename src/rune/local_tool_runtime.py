@@ -74,6 +74,8 @@ PROTOCOLS = ("auto", "native", "text", "constrained")
 _TEXT_SOURCES = ("text-fallback", "constrained")
 #: how the result of a rejected change begins (the operator's reason follows)
 REJECTED = "rejected by the operator: "
+#: how the unfinished work of a failed check is recorded (its error follows)
+CHECK_FAILED = "check failed: "
 
 
 def breaker_message(name: str, count: int) -> str:
@@ -102,9 +104,13 @@ class RequestShaper(Protocol):
 
 
 def unfinished_change_note(error: str) -> str:
+    if error.startswith(CHECK_FAILED):
+        what = f"Your last check failed: {error.removeprefix(CHECK_FAILED)}"
+    else:
+        what = f"Your last change was not made: {error}"
     return (
-        f"Your last change was not made: {error} The task is not finished. Send a corrected "
-        "change, or answer saying why it cannot be done."
+        f"{what} The task is not finished. Send a corrected change, or answer saying why it "
+        "cannot be done."
     )
 
 
@@ -115,6 +121,8 @@ def incomplete_reason(unfinished: str | None) -> str | None:
         return None
     if unfinished.startswith(REJECTED):
         return f"the last change was rejected ({unfinished.removeprefix(REJECTED)})"
+    if unfinished.startswith(CHECK_FAILED):
+        return "the model's own check of its change failed"
     return "the last change failed"
 
 
@@ -375,7 +383,7 @@ class LocalToolRuntime:
         )
 
     def _change_unchecked(self, state: LoopState) -> bool:
-        """Whether the model tried a change (made or failed) and no check has passed since.
+        """Whether the model tried a change (made or failed) and has not run a check since.
         Until it has, a constrained turn may not be the answer: small models call a wrong fix
         done, and find it wrong once they run it (task suite, ``bench/README.md``). A change
         the user rejected needs no check; without a check tool there is no rule."""
@@ -383,7 +391,7 @@ class LocalToolRuntime:
             return False
         for event in reversed(state.events):
             if event.name in self._check_tools:
-                return event.status != "done"
+                return False
             if self.executor.is_mutating(event.name):
                 return event.status != "rejected"
         return False
@@ -468,7 +476,8 @@ class LocalToolRuntime:
         self, state: LoopState, request: ToolRequest, output: str, *, preview: str | None = None
     ) -> None:
         state.streak_signature, state.streak_count = None, 0
-        if self.executor.is_mutating(request.name):
+        if self.executor.is_mutating(request.name) or request.name in self._check_tools:
+            # (a check that passes is the model's evidence that the work is done)
             state.unfinished_change = None
         self._finish(state, request, "done", output, output=output, preview=preview)
 
@@ -484,6 +493,8 @@ class LocalToolRuntime:
         status: ToolStatus = "denied" if isinstance(err, SandboxDenied) else "failed"
         if self.executor.is_mutating(request.name):
             state.unfinished_change = message
+        elif request.name in self._check_tools:
+            state.unfinished_change = CHECK_FAILED + message
         self._finish(state, request, status, f"Error: {message}", error=message, preview=preview)
         return self._count_failure(state, request.name, request.signature)
 
@@ -622,7 +633,8 @@ class LocalToolRuntime:
 
     def _answer(self, state: LoopState, text: str) -> OperatorResponse | None:
         """The model's final answer ends the run, except once: an answer right after a change
-        that failed (small models give up and say "done") is sent back to the model."""
+        or a check that failed (small models give up and say "done") is sent back to the
+        model."""
         unfinished = state.unfinished_change
         # A rejection is the operator's word, which the model has already read: no reminder.
         if unfinished is not None and not state.nudged and not unfinished.startswith(REJECTED):
