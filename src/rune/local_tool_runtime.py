@@ -74,6 +74,8 @@ PROTOCOLS = ("auto", "native", "text", "constrained")
 _TEXT_SOURCES = ("text-fallback", "constrained")
 #: how the result of a rejected change begins (the operator's reason follows)
 REJECTED = "rejected by the operator: "
+#: failed checks in one run after which the model may answer anyway (see _answer_withheld)
+MAX_FAILED_CHECKS = 2
 #: how the unfinished work of a failed check is recorded (its error follows)
 CHECK_FAILED = "check failed: "
 
@@ -320,7 +322,7 @@ class LocalToolRuntime:
         if state.protocol == CONSTRAINED:
             # Passed only here, so a Transport written before structured output still works.
             extra["response_schema"] = (
-                self._unanswerable_schema if self._change_unchecked(state) else self._turn_schema
+                self._unanswerable_schema if self._answer_withheld(state) else self._turn_schema
             )
             on_delta = constrained.TurnStream(self.on_event)
         result = self.transport.chat(
@@ -375,23 +377,34 @@ class LocalToolRuntime:
         return self._answer(state, parsed.visible_text)
 
     def _owes_check(self, state: LoopState, name: str) -> bool:
-        """Whether a call of ``name`` leaves a change to check (see :meth:`_change_unchecked`)."""
+        """Whether a call of ``name`` leaves a change to check (see :meth:`_answer_withheld`)."""
         return (
             state.protocol == CONSTRAINED
             and bool(self._check_tools)
             and self.executor.is_mutating(name)
         )
 
-    def _change_unchecked(self, state: LoopState) -> bool:
-        """Whether the model tried a change (made or failed) and has not run a check since.
-        Until it has, a constrained turn may not be the answer: small models call a wrong fix
-        done, and find it wrong once they run it (task suite, ``bench/README.md``). A change
-        the user rejected needs no check; without a check tool there is no rule."""
+    def _answer_withheld(self, state: LoopState) -> bool:
+        """Whether the next constrained turn may not be the answer (its schema leaves the
+        answer form out). Small models call a wrong fix done, even right after seeing it fail
+        (task suite, ``bench/README.md``), so with a check tool offered:
+
+        - a change the model tried (made or failed) must be checked before it may answer;
+        - a check that failed must be acted on (a new change, or another check), except after
+          ``MAX_FAILED_CHECKS`` failed checks in the run: its own expectation may be wrong.
+
+        A change the user rejected needs no check; without a check tool there is no rule.
+        """
         if not self._check_tools:
             return False
         for event in reversed(state.events):
             if event.name in self._check_tools:
-                return False
+                if event.status == "done":
+                    return False
+                failed = sum(
+                    1 for e in state.events if e.name in self._check_tools and e.status != "done"
+                )
+                return failed < MAX_FAILED_CHECKS
             if self.executor.is_mutating(event.name):
                 return event.status != "rejected"
         return False

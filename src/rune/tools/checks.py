@@ -27,8 +27,10 @@ from rune.tools.spec import ToolSpec
 
 #: seconds a check may run (a check is a few calls, not a test suite)
 CHECK_TIMEOUT = 20
-#: the longest code accepted (a check is a few lines)
-MAX_CODE_CHARS = 4000
+#: the longest code accepted (a check is a few lines). It is in the tool's schema, so under the
+#: constrained protocol the grammar ends the string there: a greedy small model once repeated
+#: the same assert until its reply was cut off at 1,024 tokens, twice.
+MAX_CODE_CHARS = 500
 
 
 def can_run_contained(ctx: ToolContext) -> bool:
@@ -87,7 +89,15 @@ RUN_PYTHON = BuiltinTool(
         "Run Python code (as python -c CODE) in the workspace to check a change; it can read "
         "the project but not change it, so it runs without asking. Assert what the code "
         "should do; a failed assertion or any error fails the check. No network.",
-        object_schema({"code": string_arg("Python code, e.g. an import and an assert.")}, ["code"]),
+        object_schema(
+            {
+                "code": {
+                    **string_arg("Python code, e.g. an import and an assert."),
+                    "maxLength": MAX_CODE_CHARS,
+                }
+            },
+            ["code"],
+        ),
         checks=True,
     ),
     run=run_python,
