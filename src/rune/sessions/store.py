@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from rune.errors import SessionError, SessionLocked, SessionNotFound
 from rune.messages import Message
@@ -56,16 +56,7 @@ Status = Literal[
     "iteration limit",
     "failed",
 ]
-STATUSES: tuple[Status, ...] = (
-    "new",
-    "running",
-    "interrupted",
-    "pending approval",
-    "done",
-    "incomplete",
-    "iteration limit",
-    "failed",
-)
+STATUSES: tuple[Status, ...] = get_args(Status)
 JOURNAL_NAME = "journal.jsonl"
 LOCK_NAME = "lock"
 SUMMARY_NAME = "summary.json"
