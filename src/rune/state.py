@@ -63,9 +63,10 @@ class LoopState:
     evicted: list[str] = field(default_factory=list)
     #: calls of the current assistant turn that ran (or were prepared); see MAX_CALLS_PER_TURN
     turn_calls: int = 0
-    #: the error of the last change the model asked for, while no later change succeeded
+    #: the error of the last change the model asked for (or of its last check, prefixed
+    #: ``check failed: ``), while no later change or check succeeded
     unfinished_change: str | None = None
-    #: whether the model was already told, this run, that its answer came after a failed change
+    #: whether the model was already told, this run, that its answer came after a failure
     nudged: bool = False
 
     def new_turn(self, queue: list[ToolRequest]) -> None:
