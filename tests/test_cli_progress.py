@@ -125,7 +125,8 @@ def test_ctrl_c_while_the_model_thinks_keeps_the_session_for_resume(
     try:
         term.expect("waiting for the model .* Ctrl-C to interrupt")
         term.send("\x03")
-        assert term.wait() == EXIT_INTERRUPTED
+        code = term.wait()
+        assert code == EXIT_INTERRUPTED, term.output
     finally:
         term.close()
     assert "interrupted; the session is kept: `rune resume" in term.output
@@ -174,7 +175,8 @@ def test_a_server_that_hangs_while_asked_about_models_shows_what_rune_waits_for(
     try:
         term.expect(rf"asking {silent.url}\S* which models it serves · \d+\.\d s · Ctrl-C")
         term.send("\x03")
-        assert term.wait() == EXIT_INTERRUPTED
+        code = term.wait()
+        assert code == EXIT_INTERRUPTED, term.output
     finally:
         term.close()
     assert "Traceback" not in term.output

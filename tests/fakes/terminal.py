@@ -94,8 +94,10 @@ class Terminal:
         while time.monotonic() < deadline and self._read(0.2):
             if self.process.poll() is not None and not select.select([self.master], [], [], 0)[0]:
                 break
-        code = self.process.wait(timeout=max(deadline - time.monotonic(), 1))
-        return code
+        try:
+            return self.process.wait(timeout=max(deadline - time.monotonic(), 1))
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"it never exited; the terminal shows:\n{self.output}") from None
 
     def close(self) -> None:
         if self.process.poll() is None:
