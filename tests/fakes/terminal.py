@@ -12,6 +12,7 @@ import os
 import pty
 import re
 import select
+import signal
 import struct
 import subprocess
 import termios
@@ -23,6 +24,9 @@ from pathlib import Path
 def _take_terminal() -> None:
     os.setsid()
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    # As a shell does for a job in the foreground: a test run started in the background (`&`
+    # in a script, as CI may) inherits SIGINT ignored, and Ctrl-C would then do nothing.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class Terminal:
@@ -46,7 +50,7 @@ class Terminal:
             stderr=slave,
             env=dict(env),
             cwd=cwd,
-            preexec_fn=_take_terminal,  # setsid + the controlling tty, nothing else
+            preexec_fn=_take_terminal,  # setsid, the controlling tty, SIGINT as for a terminal job
             close_fds=True,
         )
         os.close(slave)
