@@ -3,9 +3,10 @@
 A small model that fixes a bug usually gets it right only when it sees its fix fail first. So
 it may run Python code against the workspace, as ``python -c CODE`` in the workspace, inside
 the same bubblewrap sandbox as commands but with nothing writable: the whole file system is
-read-only (a private, size-capped ``/tmp`` aside), there is no network, no host socket, no
-secret and no credential in the environment. What such a run can do is read what the model
-could read anyway, and print; so it is a read-only tool and runs at once, like ``read_file``.
+read-only (a private, size-capped ``TMPDIR`` aside), there is no network, no host socket, no
+secret and no credential in the environment. What such a run can do is read what a contained
+command reads (the host's files, credential stores and Rune's own files masked) and print; so
+it is a read-only tool and runs at once, like ``read_file``.
 Where bubblewrap does not work, or the policy keeps the model to the workspace, the executor
 does not offer it (``run_command``, which asks, is the way then).
 """
