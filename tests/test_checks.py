@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -282,3 +283,49 @@ def test_after_two_failed_checks_the_model_may_answer_and_is_told_once(ws: Path)
     note = str(transport.requests[3].messages[-1]["content"])
     assert note.startswith("Your last check failed: the check failed:")
     assert "The task is not finished." in note
+
+
+@needs_bwrap
+def test_a_check_cannot_read_a_credential_store_in_home(ws: Path) -> None:
+    # The test's home is ws.parent (see executor): its ~/.ssh and ~/.aws are masked.
+    (ws.parent / ".ssh").mkdir()
+    (ws.parent / ".ssh" / "id_rsa").write_text("PRIVATE KEY")
+    (ws.parent / ".aws").mkdir()
+    (ws.parent / ".aws" / "credentials").write_text("aws_secret_access_key = s3cr3t")
+    code = (
+        "import pathlib\n"
+        "for p in ['.ssh/id_rsa', '.aws/credentials']:\n"
+        "    f = pathlib.Path('..', p)\n"
+        "    print(p, f.exists() and f.read_text())"
+    )
+    out = check(ws, code)
+    assert "PRIVATE KEY" not in out and "s3cr3t" not in out
+    assert ".ssh/id_rsa False" in out
+
+
+@needs_bwrap
+def test_nothing_a_check_starts_outlives_it(ws: Path) -> None:
+    token = "rune-check-survivor-7f3a"
+    code = (
+        "import subprocess, sys\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)', '{token}'],"
+        " start_new_session=True)\n"
+        "print('started')"
+    )
+    assert check(ws, code).startswith("started")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and survivors(token):
+        time.sleep(0.1)
+    assert survivors(token) == []
+
+
+def survivors(token: str) -> list[str]:
+    """Host processes whose command line holds ``token``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and token in (entry / "cmdline").read_text():
+                found.append(entry.name)
+        except OSError:
+            continue
+    return found
