@@ -38,6 +38,7 @@ from rune.config import load
 from rune.embedded import EmbeddedLlamaServer
 from rune.tools.builtin import BUILTIN_TOOLS
 from rune.transport.openai_compat import OpenAICompatTransport
+from rune.transport.watch import WatchedTransport
 
 TASKS = Path(__file__).resolve().parent / "tasks"
 CHECK_TIMEOUT_S = 20
@@ -101,6 +102,12 @@ def run_task(task: Path, args: argparse.Namespace, transport: FreshStart, model:
             if args.verbose and isinstance(event, ev.ToolStarted):
                 call = json.dumps(dict(event.request.arguments), ensure_ascii=False)
                 print(f"      > {event.request.name} {call[:300]}", flush=True)
+            if args.verbose and isinstance(event, ev.ModelCallFinished):
+                print(
+                    f"      model {event.seconds:.1f} s, prompt {event.prompt_tokens} tokens, "
+                    f"wrote {event.tokens}",
+                    flush=True,
+                )
             if isinstance(event, ev.ToolFinished):
                 done = event.event
                 detail = f" ({(done.error or '')[:160]})" if args.verbose and done.error else ""
@@ -108,7 +115,8 @@ def run_task(task: Path, args: argparse.Namespace, transport: FreshStart, model:
 
         transport.fresh = True
         offered = [t for t in BUILTIN_TOOLS if t.spec.name not in args.without]
-        operator = build_operator(settings, choice, transport, model, on_event=note, tools=offered)
+        watched = WatchedTransport(transport, on_event=note)
+        operator = build_operator(settings, choice, watched, model, on_event=note, tools=offered)
         if args.without_files:
             # Ablation: no files in the context up front.
             operator.contributors.remove(operator._contributor_files)
