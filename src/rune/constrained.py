@@ -160,6 +160,11 @@ def format_hint() -> str:
     )
 
 
+def reply(call: ConstrainedCall) -> str:
+    """The reply that makes ``call``, as the model writes one."""
+    return json.dumps({"tool": call.name, "arguments": thaw(call.arguments)}, ensure_ascii=False)
+
+
 # --- reading a turn -----------------------------------------------------------------------
 
 

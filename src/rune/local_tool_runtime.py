@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rune import constrained, fallback
+from rune import constrained, fallback, repair
 from rune import events as ev
 from rune.calls import is_unusable, native_request, tool_request, unusable_error
 from rune.errors import ConfigError, RuneError, SandboxDenied, ToolsUnsupported
@@ -52,7 +52,7 @@ from rune.state import (
     PendingState,
     unseal,
 )
-from rune.tools.spec import Executor, PreparedChange
+from rune.tools.spec import Executor, PreparedChange, TriesChanges
 from rune.transport.base import Transport
 
 __all__ = [
@@ -176,6 +176,9 @@ class LocalToolRuntime:
         self._turn_schema = constrained.turn_schema(executor.specs())
         self._check_tools = frozenset(spec.name for spec in executor.specs() if spec.checks)
         self._unanswerable_schema = constrained.turn_schema(executor.specs(), answer=False)
+        self._change_schema = constrained.turn_schema(
+            [spec for spec in executor.specs() if spec.mutating], answer=False
+        )
 
     # --- public API ---------------------------------------------------------------------
 
@@ -199,6 +202,8 @@ class LocalToolRuntime:
         elif protocol == CONSTRAINED:
             prompt = constrained.constrained_prompt(self.executor.specs())
             self._inject_prompt(state, prompt, CONSTRAINED)
+        if state.messages and state.messages[-1].get("role") == "user":
+            state.opening = len(state.messages) - 1
         return self._run_loop(state)
 
     def _choose_protocol(self) -> str:
@@ -414,6 +419,10 @@ class LocalToolRuntime:
     ) -> OperatorResponse | None:
         turn = constrained.parse_turn(content, self._tool_names)
         if turn.call is not None:
+            call = self._repaired(state, turn.call)
+            if call is not turn.call:
+                turn = constrained.ConstrainedTurn(call=call)
+                state.messages[-1] = {"role": "assistant", "content": constrained.reply(call)}
             state.new_turn([_constrained_request(turn)])
             return None
         if turn.answer is not None:
@@ -424,6 +433,62 @@ class LocalToolRuntime:
         feedback = f"Your reply could not be used: {error}. {constrained.format_hint()}"
         state.messages.append({"role": "user", "content": feedback})
         return self._count_failure(state, "reply", "<unusable reply>" + error)
+
+    def _repaired(
+        self, state: LoopState, call: constrained.ConstrainedCall
+    ) -> constrained.ConstrainedCall:
+        """``call``, or a change the model wrote from a fresh start that passes the check
+        ``call`` fails (:mod:`rune.repair`)."""
+        executor = self.executor
+        check = repair.failed_check(state.events, self._check_tools)
+        if (
+            check is None
+            or state.opening is None
+            or state.repairs >= repair.MAX_REPAIRS
+            or not isinstance(executor, TriesChanges)
+            or not executor.is_mutating(call.name)
+            or executor.try_change(call.name, call.arguments, *check) is not False
+        ):
+            return call
+        state.repairs += 1
+        fresh = state.messages[: state.opening + 1]
+        shaped = self.shaper.shape(self.model, fresh) if self.shaper is not None else None
+        tried = {tool_request(call.name, call.arguments).signature}
+        tried.update(
+            tool_request(e.name, e.arguments).signature
+            for e in state.events
+            if executor.is_mutating(e.name)
+        )
+        samples = repair.sample_changes(
+            self.transport,
+            self.model,
+            fresh if shaped is None else shaped.messages,
+            schema=self._change_schema,
+            options=self.options if shaped is None else shaped.options,
+            tool_names=self._tool_names,
+        )
+        drawn = 0
+        try:
+            for sample in samples:
+                drawn += 1
+                signature = tool_request(sample.name, sample.arguments).signature
+                if signature in tried:
+                    continue
+                tried.add(signature)
+                if executor.try_change(sample.name, sample.arguments, *check):
+                    self._note(
+                        state,
+                        f"the model's change failed its own check again; of {drawn} other "
+                        "changes it wrote from a fresh start, this one passes that check",
+                    )
+                    return sample
+        except RuneError as err:
+            self._note(state, f"could not ask the model for other changes: {err}")
+        return call
+
+    def _note(self, state: LoopState, warning: str) -> None:
+        state.warnings.append(warning)
+        self.on_event(ev.Warning(warning))
 
     def _unanswered_calls(self, history: Sequence[Message], protocol: str) -> list[ToolRequest]:
         """The calls of the last assistant message that the messages after it do not answer."""

@@ -68,6 +68,10 @@ class LoopState:
     unfinished_change: str | None = None
     #: whether the model was already told, this run, that its answer came after a failure
     nudged: bool = False
+    #: where the request that opened this run is in ``messages`` (None: the run did not
+    #: start on a request), and how many sampled repairs the run made (``rune.repair``)
+    opening: int | None = None
+    repairs: int = 0
 
     def new_turn(self, queue: list[ToolRequest]) -> None:
         self.queue = queue
@@ -101,6 +105,8 @@ class PendingState:
     unfinished_change: str | None
     nudged: bool
     change: PreparedChange
+    opening: int | None = None
+    repairs: int = 0
     seal: str = ""
     source: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
@@ -129,6 +135,8 @@ class PendingState:
             unfinished_change=loop.unfinished_change,
             nudged=loop.nudged,
             change=change,
+            opening=loop.opening,
+            repairs=loop.repairs,
         )
 
     def loop_state(self) -> LoopState:
@@ -148,6 +156,8 @@ class PendingState:
             turn_calls=self.turn_calls,
             unfinished_change=self.unfinished_change,
             nudged=self.nudged,
+            opening=self.opening,
+            repairs=self.repairs,
         )
 
     @property
@@ -188,6 +198,8 @@ class PendingState:
             "unfinished_change": self.unfinished_change,
             "nudged": self.nudged,
             "change": self.change.to_json(),
+            "opening": self.opening,
+            "repairs": self.repairs,
             seal.SEAL_FIELD: self.seal,
         }
 
@@ -219,6 +231,8 @@ class PendingState:
                 unfinished_change=_optional_str(data.get("unfinished_change")),
                 nudged=bool(data.get("nudged", False)),
                 change=PreparedChange.from_json(data["change"]),
+                opening=None if data.get("opening") is None else int(data["opening"]),
+                repairs=int(data.get("repairs", 0)),
                 seal=str(data[seal.SEAL_FIELD]),
                 source=freeze(data),
             )

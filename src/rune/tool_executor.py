@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rune.errors import ToolError, ToolInputError
+from rune.errors import RuneError, ToolError, ToolInputError
 from rune.messages import thaw
 from rune.tools import checks
 from rune.tools.builtin import BUILTIN_TOOLS, BuiltinTool, ToolContext
@@ -160,6 +160,35 @@ class ToolExecutor:
             raise ToolError(f"{change.tool} is read-only; nothing to apply.")
         with _os_errors_as_tool_errors(change.tool):
             return tool.apply(self._ctx, change)
+
+    def try_change(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        check: str,
+        check_args: Mapping[str, Any],
+    ) -> bool | None:
+        """Whether the check ``check(check_args)`` passes on the workspace as it would be
+        after the change ``name(arguments)``: tried in the check's sandbox, nothing written.
+        False when the change cannot be made at all; None when it cannot be tried this way (not
+        a file change, a file that does not exist yet, not a check tool, no sandbox)."""
+        tool, checker = self._tools.get(name), self._tools.get(check)
+        if tool is None or tool.planned is None or checker is None or not checker.spec.checks:
+            return None
+        try:
+            check_arguments(checker.spec, check_args)
+            check_arguments(tool.spec, arguments)
+            with _os_errors_as_tool_errors(name):
+                path, after = tool.planned(self._ctx, arguments)
+        except RuneError:
+            return False
+        if not path.is_file():
+            return None
+        try:
+            with _os_errors_as_tool_errors(check):
+                return checks.passes_with(self._ctx, check_args, path, after)
+        except RuneError:
+            return None
 
     def commands_contained(self) -> bool:
         """Whether run_command would run inside bubblewrap now (for `rune doctor`)."""

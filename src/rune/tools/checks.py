@@ -17,11 +17,19 @@ import dataclasses
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from rune.errors import ToolError, ToolInputError
 from rune.tools.base import Args, BuiltinTool, ToolContext, object_schema, string_arg
-from rune.tools.commands import bwrap_works, containment, find_bwrap, format_outcome, run_contained
+from rune.tools.commands import (
+    Outcome,
+    bwrap_works,
+    containment,
+    find_bwrap,
+    format_outcome,
+    run_contained,
+)
 from rune.tools.containment import plan_mounts, scrubbed_environment
 from rune.tools.sandbox import within
 from rune.tools.spec import ToolSpec
@@ -55,6 +63,27 @@ def python_for(workspace: Path) -> str:
 
 
 def run_python(ctx: ToolContext, args: Args) -> str:
+    outcome = _run_check(ctx, _check_code(args))
+    report = format_outcome(outcome, CHECK_TIMEOUT)
+    if outcome.exit_code != 0:
+        # A failing check is a failed call: the model sees it as an error, the breaker counts
+        # it, and the constrained protocol keeps asking for a check that passes.
+        raise ToolError(f"the check failed:\n{report}")
+    return report
+
+
+def passes_with(ctx: ToolContext, args: Args, path: Path, content: bytes) -> bool:
+    """Whether the check ``args`` passes on the workspace as it would be if ``path`` held
+    ``content``: the file is seen through a read-only bind of a private copy, so nothing in
+    the workspace is written (the same sandbox as :func:`run_python`)."""
+    with tempfile.TemporaryDirectory(prefix="rune-trial-") as scratch:
+        trial = Path(scratch) / "file"
+        trial.write_bytes(content)
+        outcome = _run_check(ctx, _check_code(args), over=(trial, path))
+    return outcome.exit_code == 0
+
+
+def _check_code(args: Args) -> str:
     code = str(args["code"])
     if not code.strip():
         raise ToolInputError("code is empty.")
@@ -64,6 +93,12 @@ def run_python(ctx: ToolContext, args: Args) -> str:
         raise ToolInputError(
             f"code is longer than {MAX_CODE_CHARS} characters; keep a check short."
         )
+    return code
+
+
+def _run_check(ctx: ToolContext, code: str, *, over: tuple[Path, Path] | None = None) -> Outcome:
+    """``python -c code`` in the workspace, contained with nothing writable; ``over`` binds
+    a file (read-only) over a path of the workspace."""
     bwrap = containment(ctx)
     if bwrap is None:
         raise ToolError(
@@ -75,13 +110,12 @@ def run_python(ctx: ToolContext, args: Args) -> str:
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     argv = [python_for(ctx.workspace), "-c", code]
     plan = plan_mounts(read_only, ctx.workspace)
-    outcome = run_contained(bwrap, plan, ctx.workspace, argv, CHECK_TIMEOUT, env=env)
-    report = format_outcome(outcome, CHECK_TIMEOUT)
-    if outcome.exit_code != 0:
-        # A failing check is a failed call: the model sees it as an error, the breaker counts
-        # it, and the constrained protocol keeps asking for a check that passes.
-        raise ToolError(f"the check failed:\n{report}")
-    return report
+    if over is not None:
+        source, target = over
+        plan = dataclasses.replace(
+            plan, mounts=[*plan.mounts, "--ro-bind", str(source), str(target)]
+        )
+    return run_contained(bwrap, plan, ctx.workspace, argv, CHECK_TIMEOUT, env=env)
 
 
 RUN_PYTHON = BuiltinTool(

@@ -300,7 +300,14 @@ def shown_back(before: bytes | None, after: bytes) -> str:
 
 def file_change_tool(spec: ToolSpec, planner: Planner) -> BuiltinTool:
     """A mutating tool whose change is fully described by ``planner``."""
-    return BuiltinTool(spec, prepare=_prepare(spec.name, planner), apply=_apply(planner))
+
+    def planned(ctx: ToolContext, args: Args) -> tuple[Path, bytes]:
+        plan = planner(ctx, args)
+        return plan.path, plan.after
+
+    return BuiltinTool(
+        spec, prepare=_prepare(spec.name, planner), apply=_apply(planner), planned=planned
+    )
 
 
 READ_FILE = BuiltinTool(

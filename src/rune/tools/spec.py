@@ -101,3 +101,17 @@ class Executor(Protocol):
     def prepare(self, name: str, arguments: Mapping[str, Any]) -> PreparedChange: ...
 
     def apply(self, change: PreparedChange) -> str: ...
+
+
+@runtime_checkable
+class TriesChanges(Protocol):
+    """An executor that can try a change against a check before anyone approves it (optional:
+    the loop uses it, when there, to pick among a small model's alternative fixes)."""
+
+    def try_change(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        check: str,
+        check_args: Mapping[str, Any],
+    ) -> bool | None: ...

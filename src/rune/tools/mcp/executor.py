@@ -163,3 +163,14 @@ class CombinedExecutor:
 
     def apply(self, change: PreparedChange) -> str:
         return self._owner(change.tool).apply(change)
+
+    def try_change(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        check: str,
+        check_args: Mapping[str, Any],
+    ) -> bool | None:
+        if self.mcp.owns(name) or self.mcp.owns(check):
+            return None
+        return self.builtin.try_change(name, arguments, check, check_args)

@@ -1,0 +1,63 @@
+"""Sampled repair: other fixes from a small model that keeps sending one its own check fails.
+
+Once a wrong fix is in a small model's context, greedy decoding sends it again and again, even
+right after the model's own check showed it fail (task suite: fizzbuzz, palindrome). Asked
+again from the request alone at temperature 1, the same model writes the right fix in about
+half of its tries (``bench/README.md``). So, under the constrained protocol, when a reply is a
+change that the run's last failed check shows to be wrong (tried in the sandbox, nothing
+written: :class:`rune.tools.spec.TriesChanges`), the loop draws up to :data:`SAMPLES` other
+changes from a fresh start (the system context and the request, each with its own seed),
+tries each against that check, and puts the first that passes in place of the reply.
+
+Nothing else changes: the change is the model's own, the user approves it like any other, and
+the model still checks it before it may answer. A repair's samples belong to the step they
+repair; at most :data:`MAX_REPAIRS` per run, so a run makes at most ``max_iterations +
+MAX_REPAIRS * SAMPLES`` model calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from rune.constrained import ConstrainedCall, parse_turn
+from rune.messages import Message, ToolEvent
+from rune.transport.base import Transport
+
+#: alternatives drawn for one repair
+SAMPLES = 6
+#: sampled repairs in one run
+MAX_REPAIRS = 1
+TEMPERATURE = 1.0
+#: the seed of the first sample (the next ones count up), so a run repeats
+FIRST_SEED = 101
+
+
+def failed_check(
+    events: Sequence[ToolEvent], check_tools: frozenset[str]
+) -> tuple[str, Mapping[str, Any]] | None:
+    """The run's latest check (name and arguments) when it failed; None when it passed or
+    there was none."""
+    for event in reversed(events):
+        if event.name in check_tools:
+            return (event.name, event.arguments) if event.status == "failed" else None
+    return None
+
+
+def sample_changes(
+    transport: Transport,
+    model: str,
+    messages: Sequence[Message],
+    *,
+    schema: Mapping[str, Any],
+    options: Mapping[str, Any] | None,
+    tool_names: frozenset[str],
+) -> Iterator[ConstrainedCall]:
+    """Up to :data:`SAMPLES` calls the model writes for ``messages`` at :data:`TEMPERATURE`,
+    one per seed, each constrained by ``schema`` (replies that name no call are skipped)."""
+    for k in range(SAMPLES):
+        sampling = {**(options or {}), "temperature": TEMPERATURE, "seed": FIRST_SEED + k}
+        result = transport.chat(model, messages, options=sampling, response_schema=schema)
+        turn = parse_turn(str(result.message.get("content") or ""), tool_names)
+        if turn.call is not None:
+            yield turn.call
