@@ -52,7 +52,7 @@ from rune.state import (
     PendingState,
     unseal,
 )
-from rune.tools.spec import Executor, PreparedChange, TriesChanges
+from rune.tools.spec import Executor, PreparedChange, Trial, TriesChanges
 from rune.transport.base import Transport
 
 __all__ = [
@@ -437,8 +437,8 @@ class LocalToolRuntime:
     def _repaired(
         self, state: LoopState, call: constrained.ConstrainedCall
     ) -> constrained.ConstrainedCall:
-        """``call``, or a change the model wrote from a fresh start that passes the check
-        ``call`` fails (:mod:`rune.repair`)."""
+        """``call``, or a change the model wrote from a fresh start that does better on the
+        check ``call`` fails (:mod:`rune.repair`)."""
         executor = self.executor
         check = repair.failed_check(state.events, self._check_tools)
         if (
@@ -447,10 +447,17 @@ class LocalToolRuntime:
             or state.repairs >= repair.MAX_REPAIRS
             or not isinstance(executor, TriesChanges)
             or not executor.is_mutating(call.name)
-            or executor.try_change(call.name, call.arguments, *check) is not False
         ):
             return call
+
+        def attempt(change: constrained.ConstrainedCall) -> Trial | None:
+            return executor.try_change(change.name, change.arguments, check.name, check.arguments)
+
+        own = attempt(call)
+        if own is None or own.passed:
+            return call
         state.repairs += 1
+        stuck = own.report == check.error
         fresh = state.messages[: state.opening + 1]
         shaped = self.shaper.shape(self.model, fresh) if self.shaper is not None else None
         tried = {tool_request(call.name, call.arguments).signature}
@@ -467,7 +474,7 @@ class LocalToolRuntime:
             options=self.options if shaped is None else shaped.options,
             tool_names=self._tool_names,
         )
-        drawn = 0
+        drawn, moved = 0, None
         try:
             for sample in samples:
                 drawn += 1
@@ -475,15 +482,28 @@ class LocalToolRuntime:
                 if signature in tried:
                     continue
                 tried.add(signature)
-                if executor.try_change(sample.name, sample.arguments, *check):
+                trial = attempt(sample)
+                if trial is None:
+                    continue
+                if trial.passed:
                     self._note(
                         state,
-                        f"the model's change failed its own check again; of {drawn} other "
-                        "changes it wrote from a fresh start, this one passes that check",
+                        f"the model's change failed its own check; of {drawn} other changes it "
+                        "wrote from a fresh start, this one passes that check",
                     )
                     return sample
+                if stuck and moved is None and trial.report != own.report:
+                    moved = sample
         except RuneError as err:
             self._note(state, f"could not ask the model for other changes: {err}")
+        if moved is not None:
+            self._note(
+                state,
+                f"the model kept sending a change its own check fails the same way; none of "
+                f"{drawn} other changes it wrote from a fresh start passes that check, this "
+                "one changes what the check reports",
+            )
+            return moved
         return call
 
     def _note(self, state: LoopState, warning: str) -> None:

@@ -7,7 +7,11 @@ half of its tries (``bench/README.md``). So, under the constrained protocol, whe
 change that the run's last failed check shows to be wrong (tried in the sandbox, nothing
 written: :class:`rune.tools.spec.TriesChanges`), the loop draws up to :data:`SAMPLES` other
 changes from a fresh start (the system context and the request, each with its own seed),
-tries each against that check, and puts the first that passes in place of the reply.
+tries each against that check, and puts the first that passes in place of the reply. When
+none passes and the reply leaves the check's report exactly as it was (the model is stuck:
+the same change again, or one that changes nothing the check sees), the first sample that
+changes the report takes its place: the check itself may be too strict to pass (a float
+compared with ``==``), and a change that moves it is progress the stuck reply is not.
 
 Nothing else changes: the change is the model's own, the user approves it like any other, and
 the model still checks it before it may answer. A repair's samples belong to the step they
@@ -33,14 +37,11 @@ TEMPERATURE = 1.0
 FIRST_SEED = 101
 
 
-def failed_check(
-    events: Sequence[ToolEvent], check_tools: frozenset[str]
-) -> tuple[str, Mapping[str, Any]] | None:
-    """The run's latest check (name and arguments) when it failed; None when it passed or
-    there was none."""
+def failed_check(events: Sequence[ToolEvent], check_tools: frozenset[str]) -> ToolEvent | None:
+    """The run's latest check when it failed; None when it passed or there was none."""
     for event in reversed(events):
         if event.name in check_tools:
-            return (event.name, event.arguments) if event.status == "failed" else None
+            return event if event.status == "failed" else None
     return None
 
 

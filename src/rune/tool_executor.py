@@ -19,7 +19,7 @@ from rune.tools import checks
 from rune.tools.builtin import BUILTIN_TOOLS, BuiltinTool, ToolContext
 from rune.tools.commands import containment
 from rune.tools.sandbox import SandboxPolicy, validate_read_path, validate_write_path
-from rune.tools.spec import PreparedChange, ToolSpec
+from rune.tools.spec import PreparedChange, ToolSpec, Trial
 
 __all__ = [
     "SandboxPolicy",
@@ -167,11 +167,11 @@ class ToolExecutor:
         arguments: Mapping[str, Any],
         check: str,
         check_args: Mapping[str, Any],
-    ) -> bool | None:
-        """Whether the check ``check(check_args)`` passes on the workspace as it would be
-        after the change ``name(arguments)``: tried in the check's sandbox, nothing written.
-        False when the change cannot be made at all; None when it cannot be tried this way (not
-        a file change, a file that does not exist yet, not a check tool, no sandbox)."""
+    ) -> Trial | None:
+        """The check ``check(check_args)`` run on the workspace as it would be after the
+        change ``name(arguments)``: in the check's sandbox, nothing written. A change that
+        cannot be made fails with its error; None when it cannot be tried this way (not a file
+        change, a file that does not exist yet, not a check tool, no sandbox)."""
         tool, checker = self._tools.get(name), self._tools.get(check)
         if tool is None or tool.planned is None or checker is None or not checker.spec.checks:
             return None
@@ -180,13 +180,13 @@ class ToolExecutor:
             check_arguments(tool.spec, arguments)
             with _os_errors_as_tool_errors(name):
                 path, after = tool.planned(self._ctx, arguments)
-        except RuneError:
-            return False
+        except RuneError as err:
+            return Trial(passed=False, report=str(err))
         if not path.is_file():
             return None
         try:
             with _os_errors_as_tool_errors(check):
-                return checks.passes_with(self._ctx, check_args, path, after)
+                return checks.try_with(self._ctx, check_args, path, after)
         except RuneError:
             return None
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -32,7 +33,7 @@ from rune.tools.commands import (
 )
 from rune.tools.containment import plan_mounts, scrubbed_environment
 from rune.tools.sandbox import within
-from rune.tools.spec import ToolSpec
+from rune.tools.spec import ToolSpec, Trial
 
 #: seconds a check may run (a check is a few calls, not a test suite)
 CHECK_TIMEOUT = 20
@@ -40,6 +41,7 @@ CHECK_TIMEOUT = 20
 #: constrained protocol the grammar ends the string there: a greedy small model once repeated
 #: the same assert until its reply was cut off at 1,024 tokens, twice.
 MAX_CODE_CHARS = 500
+_ASSERTS = re.compile(r"\bassert\b|\braise\b")
 
 
 def can_run_contained(ctx: ToolContext) -> bool:
@@ -63,24 +65,30 @@ def python_for(workspace: Path) -> str:
 
 
 def run_python(ctx: ToolContext, args: Args) -> str:
-    outcome = _run_check(ctx, _check_code(args))
-    report = format_outcome(outcome, CHECK_TIMEOUT)
-    if outcome.exit_code != 0:
+    trial = _verdict(_run_check(ctx, _check_code(args)))
+    if not trial.passed:
         # A failing check is a failed call: the model sees it as an error, the breaker counts
         # it, and the constrained protocol keeps asking for a check that passes.
-        raise ToolError(f"the check failed:\n{report}")
-    return report
+        raise ToolError(trial.report)
+    return trial.report
 
 
-def passes_with(ctx: ToolContext, args: Args, path: Path, content: bytes) -> bool:
-    """Whether the check ``args`` passes on the workspace as it would be if ``path`` held
-    ``content``: the file is seen through a read-only bind of a private copy, so nothing in
-    the workspace is written (the same sandbox as :func:`run_python`)."""
+def try_with(ctx: ToolContext, args: Args, path: Path, content: bytes) -> Trial:
+    """The check ``args`` run on the workspace as it would be if ``path`` held ``content``:
+    the file is seen through a read-only bind of a private copy, so nothing in the workspace
+    is written (the same sandbox as :func:`run_python`)."""
+    code = _check_code(args)
     with tempfile.TemporaryDirectory(prefix="rune-trial-") as scratch:
         trial = Path(scratch) / "file"
         trial.write_bytes(content)
-        outcome = _run_check(ctx, _check_code(args), over=(trial, path))
-    return outcome.exit_code == 0
+        return _verdict(_run_check(ctx, code, over=(trial, path)))
+
+
+def _verdict(outcome: Outcome) -> Trial:
+    report = format_outcome(outcome, CHECK_TIMEOUT)
+    if outcome.exit_code != 0:
+        return Trial(passed=False, report=f"the check failed:\n{report}")
+    return Trial(passed=True, report=report)
 
 
 def _check_code(args: Args) -> str:
@@ -92,6 +100,13 @@ def _check_code(args: Args) -> str:
     if len(code) > MAX_CODE_CHARS:
         raise ToolInputError(
             f"code is longer than {MAX_CODE_CHARS} characters; keep a check short."
+        )
+    if not _ASSERTS.search(code):
+        # A check that only prints passes whatever the code does: a small model read "Fizz"
+        # printed for fizzbuzz(15) and called it fixed.
+        raise ToolInputError(
+            "a check must assert what the code should do, e.g. assert add(2, 3) == 5; this "
+            "code asserts nothing."
         )
     return code
 

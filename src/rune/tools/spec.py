@@ -103,6 +103,15 @@ class Executor(Protocol):
     def apply(self, change: PreparedChange) -> str: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """A check run on a change that was not made: whether it passed, and what the check
+    tool would have said (its output, or its error as the model would see it)."""
+
+    passed: bool
+    report: str
+
+
 @runtime_checkable
 class TriesChanges(Protocol):
     """An executor that can try a change against a check before anyone approves it (optional:
@@ -114,4 +123,4 @@ class TriesChanges(Protocol):
         arguments: Mapping[str, Any],
         check: str,
         check_args: Mapping[str, Any],
-    ) -> bool | None: ...
+    ) -> Trial | None: ...

@@ -22,7 +22,7 @@ from rune.tool_executor import ToolExecutor, check_arguments
 from rune.tools.mcp.client import McpManager, ServerStatus, fingerprint
 from rune.tools.mcp.listing import SEPARATOR, McpTool
 from rune.tools.sandbox import SandboxPolicy
-from rune.tools.spec import PreparedChange, ToolSpec
+from rune.tools.spec import PreparedChange, ToolSpec, Trial
 
 
 def spec_of(tool: McpTool) -> ToolSpec:
@@ -170,7 +170,7 @@ class CombinedExecutor:
         arguments: Mapping[str, Any],
         check: str,
         check_args: Mapping[str, Any],
-    ) -> bool | None:
+    ) -> Trial | None:
         if self.mcp.owns(name) or self.mcp.owns(check):
             return None
         return self.builtin.try_change(name, arguments, check, check_args)
