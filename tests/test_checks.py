@@ -62,7 +62,9 @@ def test_it_runs_the_projects_code_without_approval(ws: Path) -> None:
     ex = executor(ws)
     assert "run_python" in [s.name for s in ex.specs()]
     assert not ex.is_mutating("run_python")
-    assert check(ws, "from calc import add\nprint(add(2, 3))").splitlines() == [
+    assert check(
+        ws, "from calc import add\nprint(add(2, 3))\nassert add(2, 3) == -1"
+    ).splitlines() == [
         "-1",
         "[exit code 0]",
     ]
@@ -70,9 +72,12 @@ def test_it_runs_the_projects_code_without_approval(ws: Path) -> None:
 
 @needs_bwrap
 def test_it_cannot_change_the_workspace_or_leave_anything_in_it(ws: Path) -> None:
-    out = failed_check(ws, "open('calc.py', 'w').write('x')\n")
+    out = failed_check(ws, "open('calc.py', 'w').write('x')\nassert open('calc.py').read() == 'x'")
     assert "Read-only file system" in out and "[exit code 1]" in out
-    out = failed_check(ws, "import calc, pathlib; pathlib.Path('new.txt').write_text('x')")
+    out = failed_check(
+        ws,
+        "import pathlib; pathlib.Path('new.txt').write_text('x')\nassert pathlib.Path('new.txt').exists()",
+    )
     assert "Read-only file system" in out
     assert sorted(p.name for p in ws.iterdir()) == ["calc.py"]  # no __pycache__ either
     assert (ws / "calc.py").read_text() == BROKEN
@@ -84,7 +89,10 @@ def test_it_cannot_reach_a_server_on_the_host(ws: Path) -> None:
         server.bind(("127.0.0.1", 0))
         server.listen()
         port = server.getsockname()[1]
-        out = failed_check(ws, f"import socket\nsocket.create_connection(('127.0.0.1', {port}), 2)")
+        out = failed_check(
+            ws,
+            f"import socket\nsocket.create_connection(('127.0.0.1', {port}), 2)\nassert False, 'connected'",
+        )
         server.settimeout(0.2)
         with pytest.raises(TimeoutError):
             server.accept()
@@ -94,7 +102,10 @@ def test_it_cannot_reach_a_server_on_the_host(ws: Path) -> None:
 @needs_bwrap
 def test_it_sees_no_secret_from_the_environment(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-do-not-leak")
-    out = check(ws, "import os\nprint(sorted(k for k in os.environ if 'KEY' in k))")
+    out = check(
+        ws,
+        "import os\nkeys = sorted(k for k in os.environ if 'KEY' in k)\nprint(keys)\nassert keys == []",
+    )
     assert out.splitlines()[0] == "[]"
     assert os.environ["OPENAI_API_KEY"] == "sk-do-not-leak"
 
@@ -102,7 +113,7 @@ def test_it_sees_no_secret_from_the_environment(ws: Path, monkeypatch: pytest.Mo
 @needs_bwrap
 def test_a_check_that_hangs_is_stopped(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("rune.tools.checks.CHECK_TIMEOUT", 1)
-    assert "timed out after 1 s" in failed_check(ws, "while True: pass")
+    assert "timed out after 1 s" in failed_check(ws, "while True: pass\nassert False")
 
 
 @needs_bwrap
@@ -111,7 +122,9 @@ def test_a_failed_assertion_fails_the_check_with_its_message(ws: Path) -> None:
     assert "AssertionError: -1" in out and out.endswith("[exit code 1]")
 
 
-@pytest.mark.parametrize("code", ["", "   ", "print(1)\0", "x = 1\n" * 1000])
+@pytest.mark.parametrize(
+    "code", ["", "   ", "assert 1\0", "assert 1\n" * 200, "print(1)", "x = 'assertion'"]
+)
 @needs_bwrap
 def test_bad_code_is_a_typed_input_error(ws: Path, code: str) -> None:
     from rune.errors import ToolInputError
@@ -168,7 +181,12 @@ def test_after_a_change_the_model_may_answer_only_once_it_has_checked(ws: Path) 
     transport = ScriptedTransport(
         [
             fix(),
-            turn(tool="run_python", arguments={"code": "import calc; print(calc.add(2, 3))"}),
+            turn(
+                tool="run_python",
+                arguments={
+                    "code": "import calc; print(calc.add(2, 3)); assert calc.add(2, 3) == 5"
+                },
+            ),
             turn(answer="add() adds."),
         ],
         tools=True,
@@ -296,7 +314,8 @@ def test_a_check_cannot_read_a_credential_store_in_home(ws: Path) -> None:
         "import pathlib\n"
         "for p in ['.ssh/id_rsa', '.aws/credentials']:\n"
         "    f = pathlib.Path('..', p)\n"
-        "    print(p, f.exists() and f.read_text())"
+        "    print(p, f.exists() and f.read_text())\n"
+        "assert not pathlib.Path('..', '.ssh/id_rsa').exists()"
     )
     out = check(ws, code)
     assert "PRIVATE KEY" not in out and "s3cr3t" not in out
@@ -310,7 +329,8 @@ def test_nothing_a_check_starts_outlives_it(ws: Path) -> None:
         "import subprocess, sys\n"
         f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)', '{token}'],"
         " start_new_session=True)\n"
-        "print('started')"
+        "print('started')\n"
+        "assert True, 'the check must assert something'"
     )
     assert check(ws, code).startswith("started")
     deadline = time.monotonic() + 5

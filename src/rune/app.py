@@ -22,6 +22,7 @@ from rune.config import ApprovalMode, LoadedConfig, McpServerConfig, Settings
 from rune.distribution import EMBEDDED_INSTALL_HINT
 from rune.errors import BackendUnavailable, ConfigError
 from rune.messages import OperatorResponse, PendingApproval
+from rune.paths import prompt_cache_dir
 from rune.tool_executor import ToolExecutor
 from rune.tools.sandbox import SandboxPolicy
 from rune.transport.base import DEFAULT_WINDOW as DEFAULT_WINDOW  # for `rune doctor`
@@ -337,7 +338,11 @@ def open_transport(
             ) from None
         window = choice.catalog.context if choice.catalog else EMBEDDED_CONTEXT
         server = stack.enter_context(
-            EmbeddedLlamaServer(choice.model_path, ctx=min(window, settings.max_context or window))
+            EmbeddedLlamaServer(
+                choice.model_path,
+                ctx=min(window, settings.max_context or window),
+                slot_dir=prompt_cache_dir(),
+            )
         )
         url, model = server.base_url, server.model
     else:
@@ -351,6 +356,11 @@ def open_transport(
         read_timeout=settings.timeout,
     )
     stack.callback(transport.close)
+    if choice.kind == "embedded":
+        from rune.prompt_cache import SlotCache
+
+        cached = SlotCache(transport, url, prompt_cache_dir(), server.slot_file_name())
+        return cached, model
     return transport, model or _pick_model(transport, choice)
 
 

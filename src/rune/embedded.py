@@ -14,6 +14,7 @@ starts, never at ``import rune``.
 from __future__ import annotations
 
 import importlib.util
+import os
 import time
 import weakref
 from importlib import resources
@@ -79,12 +80,15 @@ class EmbeddedLlamaServer:
         threads: int = 2,
         chat_template: str | None = None,
         port: int | None = None,
+        slot_dir: Path | None = None,
     ) -> None:
         self.model_path = Path(model_path).expanduser()
         self.ctx = ctx
         self.threads = threads
         self.chat_template = chat_template
         self.port = port
+        #: where llama.cpp may save and restore its prompt cache (rune.prompt_cache); None: off
+        self.slot_dir = slot_dir
         #: the name the server lists the model under (``/v1/models``) and accepts in requests
         self.model = self.model_path.stem
         self._holder: list[Any] = []  # the xllamacpp.Server while running
@@ -164,7 +168,17 @@ class EmbeddedLlamaServer:
         params.verbosity = -1  # llama.cpp logs straight to stderr, under the CLI's output
         if template is not None:
             params.chat_template = template
+        if self.slot_dir is not None:
+            self.slot_dir.mkdir(parents=True, exist_ok=True)
+            # llama.cpp joins it to a file name as it is: it must end with a separator.
+            params.slot_save_path = f"{self.slot_dir}{os.sep}"
         return params
+
+    def slot_file_name(self) -> str:
+        """This model's saved prompt cache (rune.prompt_cache): by model file, window, build."""
+        from rune.prompt_cache import slot_file_name
+
+        return slot_file_name(self.model_path, self.ctx, _xllamacpp().__version__)
 
     def _wait_healthy(self) -> None:
         """Poll ``/health`` until 200 (llama-server answers 503 while the model loads)."""

@@ -492,7 +492,7 @@ class LocalToolRuntime:
                         "wrote from a fresh start, this one passes that check",
                     )
                     return sample
-                if stuck and moved is None and trial.report != own.report:
+                if stuck and moved is None and trial.made and trial.report != own.report:
                     moved = sample
         except RuneError as err:
             self._note(state, f"could not ask the model for other changes: {err}")

@@ -23,6 +23,11 @@ def data_dir() -> Path:
     return user_data_path("rune")
 
 
+def prompt_cache_dir() -> Path:
+    """Where the embedded server saves its prompt cache (see :mod:`rune.prompt_cache`)."""
+    return data_dir() / "prompt-cache"
+
+
 def seal_key_file() -> Path:
     """The per-user key that seals pending approvals (see :mod:`rune.seal`)."""
     return data_dir() / "approval.key"

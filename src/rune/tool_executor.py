@@ -177,11 +177,14 @@ class ToolExecutor:
             return None
         try:
             check_arguments(checker.spec, check_args)
+        except RuneError:
+            return None
+        try:
             check_arguments(tool.spec, arguments)
             with _os_errors_as_tool_errors(name):
                 path, after = tool.planned(self._ctx, arguments)
         except RuneError as err:
-            return Trial(passed=False, report=str(err))
+            return Trial(passed=False, report=str(err), made=False)
         if not path.is_file():
             return None
         try:

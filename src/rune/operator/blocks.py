@@ -1,9 +1,11 @@
 """Context blocks: the pieces of the system message, each with a bucket and an evictable flag.
 
 A contributor returns one :class:`ContextBlock` (or None when it has nothing to say). The
-budget renders the kept blocks into one system message, highest bucket first, and evicts the
-lowest buckets first when the conversation does not fit. Nothing here depends on time or on
-counters, so the same workspace gives the same bytes and the server's prompt cache holds.
+budget renders the kept blocks into one system message, highest bucket first (the blocks that
+are never evicted, then the runtime's protocol prompt, then the workspace's evictable blocks),
+and evicts the lowest buckets first when the conversation does not fit. Nothing here depends
+on time or on counters, so the same workspace gives the same bytes and the server's prompt
+cache holds.
 """
 
 from __future__ import annotations

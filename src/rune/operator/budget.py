@@ -208,11 +208,13 @@ class ContextBudget:
         cuttable: list[int] | None = None
 
         def system_message() -> Message | None:
-            text = "\n\n".join(
-                part
-                for part in [render(kept), *(str(m.get("content") or "") for m in lead)]
-                if part
-            )
+            # What is the same in every run (the blocks that never leave, then the protocol's
+            # prompt) comes first, the workspace's own blocks after it: a prefix the prompt
+            # cache keeps from one run to the next (rune.prompt_cache).
+            lasting = render([b for b in kept if not b.evictable])
+            workspace = render([b for b in kept if b.evictable])
+            protocol = [str(m.get("content") or "") for m in lead]
+            text = "\n\n".join(part for part in [lasting, *protocol, workspace] if part)
             return {"role": "system", "content": text} if text else None
 
         system = system_message()

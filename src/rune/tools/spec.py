@@ -106,10 +106,12 @@ class Executor(Protocol):
 @dataclass(frozen=True, slots=True)
 class Trial:
     """A check run on a change that was not made: whether it passed, and what the check
-    tool would have said (its output, or its error as the model would see it)."""
+    tool would have said (its output, or its error as the model would see it). ``made``:
+    False when the change itself could not be made (``report`` says why; nothing ran)."""
 
     passed: bool
     report: str
+    made: bool = True
 
 
 @runtime_checkable

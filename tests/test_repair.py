@@ -1,0 +1,260 @@
+"""Sampled repair (rune.repair): a change tried against a check before anyone approves it, and
+the model's fresh-start alternatives put in place of a change its own failed check rejects."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rune.errors import ServerError
+from rune.local_tool_runtime import LocalToolRuntime
+from rune.repair import FIRST_SEED, MAX_REPAIRS, SAMPLES, TEMPERATURE
+from rune.state import PendingState
+from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.tools.commands import bwrap_works, find_bwrap
+from rune.transport.scripted import ScriptedTransport
+
+BWRAP = find_bwrap()
+pytestmark = pytest.mark.skipif(
+    BWRAP is None or not bwrap_works(BWRAP), reason="bubblewrap cannot build a sandbox here"
+)
+SOURCE = (
+    'def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    """a times b"""\n    return a * b\n'
+)
+BROKEN = "def add(a, b):\n    return a - b\n"
+TIMES = "def add(a, b):\n    return a * b\n"
+PLUS_ONE = "def add(a, b):\n    return a + b + 1\n"
+FIXED = "def add(a, b):\n    return a + b\n"
+TASK = [{"role": "user", "content": "add(2, 3) in calc.py should be 5. Fix it."}]
+ASSERT_FIVE = {"code": "from calc import add\nassert add(2, 3) == 5, add(2, 3)"}
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    path.mkdir()
+    (path / "calc.py").write_text(SOURCE)
+    return path
+
+
+def executor(ws: Path) -> ToolExecutor:
+    return ToolExecutor(SandboxPolicy.default(home=ws.parent), ws)
+
+
+def turn(**fields: Any) -> dict[str, Any]:
+    return {"content": json.dumps(fields)}
+
+
+def change(code: str) -> dict[str, Any]:
+    return turn(tool="replace_function", arguments={"path": "calc.py", "name": "add", "code": code})
+
+
+def check(arguments: dict[str, str] = ASSERT_FIVE) -> dict[str, Any]:
+    return turn(tool="run_python", arguments=arguments)
+
+
+def approve_all(runtime: LocalToolRuntime, resp: Any) -> Any:
+    while resp.pending is not None:
+        # through JSON, as another process would: the repair's state goes with it
+        state = PendingState.from_json(json.loads(json.dumps(resp.pending_state)))
+        resp = runtime.approve(state)
+    return resp
+
+
+def sampled(transport: ScriptedTransport) -> list[int]:
+    """The indexes of the calls that drew a sample."""
+    return [
+        i
+        for i, r in enumerate(transport.requests)
+        if r.options is not None and r.options.get("temperature") == TEMPERATURE
+    ]
+
+
+# --- trying a change --------------------------------------------------------------------------
+
+
+def test_a_change_is_tried_on_a_copy_and_the_workspace_is_untouched(ws: Path) -> None:
+    ex = executor(ws)
+    before = sorted(p.name for p in ws.iterdir())
+    fixed = ex.try_change(
+        "replace_function", {"path": "calc.py", "name": "add", "code": FIXED}, "run_python",
+        ASSERT_FIVE,
+    )  # fmt: skip
+    assert fixed is not None and fixed.passed and fixed.made
+    wrong = ex.try_change(
+        "replace_function", {"path": "calc.py", "name": "add", "code": TIMES}, "run_python",
+        ASSERT_FIVE,
+    )  # fmt: skip
+    assert wrong is not None and not wrong.passed and wrong.made
+    assert wrong.report.startswith("the check failed:\n") and "AssertionError: 6" in wrong.report
+    # what run_python says about the file as it is, word for word
+    own = ex.try_change(
+        "replace_function", {"path": "calc.py", "name": "add", "code": BROKEN}, "run_python",
+        ASSERT_FIVE,
+    )  # fmt: skip
+    assert own is not None and "AssertionError: -1" in own.report
+    assert (ws / "calc.py").read_text() == SOURCE
+    assert sorted(p.name for p in ws.iterdir()) == before
+
+
+def test_a_change_that_cannot_be_made_is_not_run(ws: Path) -> None:
+    # write_file that drops mul(): refused before any check runs
+    trial = executor(ws).try_change(
+        "write_file", {"path": "calc.py", "content": FIXED}, "run_python", ASSERT_FIVE
+    )
+    assert trial is not None and not trial.made and not trial.passed
+    assert "leaves out mul()" in trial.report
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "check_name"),
+    [
+        ("write_file", {"path": "new.py", "content": FIXED}, "run_python"),  # no file yet
+        ("run_command", {"command": "true"}, "run_python"),  # not a file change
+        ("replace_function", {"path": "calc.py", "name": "add", "code": FIXED}, "read_file"),
+    ],
+)
+def test_what_cannot_be_tried_that_way_says_so(
+    ws: Path, name: str, arguments: dict[str, Any], check_name: str
+) -> None:
+    check_args = ASSERT_FIVE if check_name == "run_python" else {"path": "calc.py"}
+    assert executor(ws).try_change(name, arguments, check_name, check_args) is None
+    assert executor(ws).try_change("replace_function", arguments, "run_python", {}) is None
+
+
+def test_a_check_without_an_assert_proves_nothing_and_is_refused(ws: Path) -> None:
+    from rune.errors import ToolInputError
+
+    with pytest.raises(ToolInputError, match="asserts nothing"):
+        executor(ws).run("run_python", {"code": "import calc; print(calc.add(2, 3))"})
+
+
+# --- the repair in the loop -------------------------------------------------------------------
+
+
+def test_a_change_the_failed_check_rejects_gives_way_to_a_sample_that_passes(ws: Path) -> None:
+    transport = ScriptedTransport(
+        [
+            change(TIMES),
+            check(),
+            change(TIMES),  # the same wrong change again: its own check fails it
+            change(TIMES),  # sample 1: what was tried already, not tried again
+            change(PLUS_ONE),  # sample 2: fails the check
+            change(FIXED),  # sample 3: passes, and takes the reply's place
+            check(),
+            turn(answer="add() adds."),
+        ]
+    )
+    runtime = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
+    resp = approve_all(runtime, runtime.run(TASK))
+    assert resp.success and resp.text == "add() adds." and resp.incomplete is None
+    assert "def add(a, b):\n    return a + b\n" in (ws / "calc.py").read_text()
+    assert [(e.name, e.status) for e in resp.events] == [
+        ("replace_function", "done"),
+        ("run_python", "failed"),
+        ("replace_function", "done"),
+        ("run_python", "done"),
+    ]
+    assert resp.events[2].arguments["code"] == FIXED
+    assert sampled(transport) == [3, 4, 5]
+    samples = [transport.requests[i] for i in sampled(transport)]
+    # from a fresh start: the system context and the request, nothing of the run
+    assert [m["role"] for m in samples[0].messages] == ["system", "user"]
+    assert samples[0].messages[-1]["content"] == TASK[0]["content"]
+    assert [r.options["seed"] for r in samples] == [FIRST_SEED, FIRST_SEED + 1, FIRST_SEED + 2]
+    forms = samples[0].response_schema["anyOf"]
+    assert {f["properties"]["tool"]["enum"][0] for f in forms} == {
+        "replace_function",
+        "edit_file",
+        "write_file",
+        "format_code",
+        "run_command",
+    }
+    # the conversation holds the change that was made, as the model's own reply
+    replies = [m for m in resp.messages if m["role"] == "assistant"]
+    assert json.loads(replies[2]["content"])["arguments"]["code"] == FIXED
+    assert any("this one passes that check" in w for w in resp.warnings)
+    assert resp.iterations_used == 5  # samples belong to the step they repair
+
+
+def test_no_sample_is_drawn_without_a_failed_check_or_for_a_change_that_passes(ws: Path) -> None:
+    transport = ScriptedTransport(
+        [change(TIMES), change(PLUS_ONE), check(), change(FIXED), check(), turn(answer="ok")]
+    )
+    runtime = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
+    resp = approve_all(runtime, runtime.run(TASK))
+    assert resp.success and sampled(transport) == []
+    assert len(transport.requests) == 6
+
+
+def test_one_repair_per_run_and_the_reply_stays_when_no_sample_does_better(ws: Path) -> None:
+    assert MAX_REPAIRS == 1
+    transport = ScriptedTransport(
+        [
+            change(TIMES),
+            check(),
+            change(PLUS_ONE),  # fails the check: a repair is tried
+            *[change(PLUS_ONE)] * SAMPLES,  # no sample does better (all the same)
+            check(),
+            change(TIMES),  # fails again: no second repair
+            check(),
+            turn(answer="gave up"),
+            turn(answer="gave up"),  # an answer right after a failed check is sent back once
+        ]
+    )
+    runtime = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
+    resp = approve_all(runtime, runtime.run(TASK))
+    assert resp.success and resp.incomplete == "the model's own check of its change failed"
+    assert len(sampled(transport)) == SAMPLES
+    assert [e.arguments.get("code") for e in resp.events if e.name == "replace_function"] == [
+        TIMES,
+        PLUS_ONE,
+        TIMES,
+    ]
+
+
+def test_a_stuck_model_gets_a_sample_that_moves_a_check_that_cannot_pass(ws: Path) -> None:
+    # Its check is too strict for any fix (a float compared with ==), and it keeps sending a
+    # change that leaves the check's report as it was.
+    strict = {"code": "from calc import add\nassert add(2, 3) == 5.0001, add(2, 3)"}
+    transport = ScriptedTransport(
+        [
+            change(BROKEN),  # changes nothing: refused
+            check(strict),
+            change(BROKEN),  # again: the report stays "-1"
+            turn(tool="write_file", arguments={"path": "calc.py", "content": FIXED}),  # drops mul
+            change(FIXED),  # moves the report to "5": offered
+            *[change(PLUS_ONE)] * (SAMPLES - 2),
+            check(strict),
+            turn(answer="add() adds; the check may be too strict."),
+            turn(answer="add() adds; the check may be too strict."),
+        ]
+    )
+    runtime = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
+    resp = approve_all(runtime, runtime.run(TASK))
+    assert "return a + b\n" in (ws / "calc.py").read_text()
+    assert "def mul" in (ws / "calc.py").read_text()
+    assert any("changes what the check reports" in w for w in resp.warnings)
+    assert resp.incomplete == "the model's own check of its change failed"
+
+
+def test_a_server_error_while_sampling_keeps_the_models_reply(ws: Path) -> None:
+    transport = ScriptedTransport(
+        [
+            change(TIMES),
+            check(),
+            change(PLUS_ONE),
+            ServerError("the server went away"),
+            check(),
+            turn(answer="done"),
+            turn(answer="done"),
+        ]
+    )
+    runtime = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
+    resp = approve_all(runtime, runtime.run(TASK))
+    assert resp.success and resp.incomplete == "the model's own check of its change failed"
+    assert any("could not ask the model for other changes" in w for w in resp.warnings)
+    assert resp.events[2].arguments["code"] == PLUS_ONE
