@@ -36,6 +36,7 @@ from rune.app import BackendChoice, auto_approves, build_operator
 from rune.catalog import find, pulled_path
 from rune.config import load
 from rune.embedded import EmbeddedLlamaServer
+from rune.prompt_cache import SlotCache
 from rune.tools.builtin import BUILTIN_TOOLS
 from rune.transport.openai_compat import OpenAICompatTransport
 from rune.transport.watch import WatchedTransport
@@ -48,7 +49,10 @@ APPROVAL_ROUNDS = 8
 class FreshStart(OpenAICompatTransport):
     """The suite's shared server, made to answer each task's first call as a server started
     for that task would (as `rune run` starts one): with no prompt cache from the task before,
-    whose reuse changes the numerics enough to flip greedy decoding now and then."""
+    whose reuse changes the numerics enough to flip greedy decoding now and then. On the
+    embedded server (unless ``--no-prompt-cache``) each task starts instead as ``rune run``
+    starts it, from the saved prompt cache (:class:`rune.prompt_cache.SlotCache`), and this
+    class only passes calls on."""
 
     fresh = True
 
@@ -88,7 +92,7 @@ def check(task: Path, workspace: Path) -> bool:
 
 
 def run_task(task: Path, args: argparse.Namespace, transport: FreshStart, model: str,
-             choice: BackendChoice) -> Outcome:  # fmt: skip
+             choice: BackendChoice, slots: tuple[Path, str] | None) -> Outcome:  # fmt: skip
     with tempfile.TemporaryDirectory(prefix=f"rune-task-{task.name}-") as scratch:
         workspace = Path(scratch) / "project"
         shutil.copytree(task / "workspace", workspace)
@@ -113,9 +117,10 @@ def run_task(task: Path, args: argparse.Namespace, transport: FreshStart, model:
                 detail = f" ({(done.error or '')[:160]})" if args.verbose and done.error else ""
                 tools.append(f"{done.name}:{done.status}{detail}")
 
-        transport.fresh = True
+        transport.fresh = slots is None
+        wrapped: Any = transport if slots is None else SlotCache(transport, transport.root, *slots)
         offered = [t for t in BUILTIN_TOOLS if t.spec.name not in args.without]
-        watched = WatchedTransport(transport, on_event=note)
+        watched = WatchedTransport(wrapped, on_event=note)
         operator = build_operator(settings, choice, watched, model, on_event=note, tools=offered)
         if args.without_files:
             # Ablation: no files in the context up front.
@@ -138,23 +143,31 @@ def run_task(task: Path, args: argparse.Namespace, transport: FreshStart, model:
 
 
 @contextlib.contextmanager
-def server_for(args: argparse.Namespace) -> Iterator[tuple[str, str, BackendChoice]]:
-    """``(base_url, model name on the server, the backend choice rune run would make)``."""
+def server_for(
+    args: argparse.Namespace,
+) -> Iterator[tuple[str, str, BackendChoice, tuple[Path, str] | None]]:
+    """``(base_url, model name on the server, the backend choice rune run would make, the
+    prompt cache's directory and file name or None)``."""
     entry = find(args.model) if args.model else None
     if args.base_url:
         kind = "embedded" if args.as_embedded else "openai"
         choice = BackendChoice(kind, "bench", url=args.base_url, catalog=entry)  # type: ignore[arg-type]
         with OpenAICompatTransport(args.base_url) as probe:
             models = probe.list_models()
-        yield args.base_url, (models[0] if models else args.model or ""), choice
+        yield args.base_url, (models[0] if models else args.model or ""), choice, None
         return
     if entry is None or pulled_path(entry) is None:
         sys.exit(f"pull the model first: rune pull {args.model}")
     started = time.perf_counter()
-    with EmbeddedLlamaServer(entry.path, ctx=entry.context) as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="rune-bench-cache-") as scratch,
+        EmbeddedLlamaServer(entry.path, ctx=entry.context, slot_dir=Path(scratch)) as server,
+    ):
         print(f"model {entry.name} loaded in {time.perf_counter() - started:.1f} s", flush=True)
         choice = BackendChoice("embedded", "bench", model_path=entry.path, catalog=entry)
-        yield server.base_url, server.model, choice
+        # A new cache directory: the first task runs as the first run on a machine does.
+        slots = None if args.no_prompt_cache else (Path(scratch), server.slot_file_name())
+        yield server.base_url, server.model, choice, slots
 
 
 def main() -> None:
@@ -176,6 +189,11 @@ def main() -> None:
     parser.add_argument(
         "--without-files", action="store_true", help="ablation: no files in the context"
     )
+    parser.add_argument(
+        "--no-prompt-cache",
+        action="store_true",
+        help="every task reads its whole first prompt (no saved prompt cache)",
+    )
     parser.add_argument("--json", type=Path, help="write every outcome here")
     parser.add_argument("--verbose", "-v", action="store_true", help="print the tool calls")
     args = parser.parse_args()
@@ -183,13 +201,13 @@ def main() -> None:
     if not tasks:
         sys.exit(f"no task matches {args.tasks!r} in {TASKS}")
     outcomes: list[Outcome] = []
-    with server_for(args) as (url, model, choice), FreshStart(url) as transport:
+    with server_for(args) as (url, model, choice, slots), FreshStart(url) as transport:
         protocol = args.protocol or "auto"
         print(f"{len(tasks)} tasks x {args.runs} run(s), model {model}, protocol {protocol}")
         for run in range(1, args.runs + 1):
             fixed = 0
             for task in tasks:
-                outcome = run_task(task, args, transport, model, choice)
+                outcome = run_task(task, args, transport, model, choice, slots)
                 outcomes.append(outcome)
                 fixed += outcome.fixed
                 mark = "fixed " if outcome.fixed else "FAILED"

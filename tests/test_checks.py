@@ -76,7 +76,8 @@ def test_it_cannot_change_the_workspace_or_leave_anything_in_it(ws: Path) -> Non
     assert "Read-only file system" in out and "[exit code 1]" in out
     out = failed_check(
         ws,
-        "import pathlib; pathlib.Path('new.txt').write_text('x')\nassert pathlib.Path('new.txt').exists()",
+        "import pathlib; pathlib.Path('new.txt').write_text('x')\n"
+        "assert pathlib.Path('new.txt').exists()",
     )
     assert "Read-only file system" in out
     assert sorted(p.name for p in ws.iterdir()) == ["calc.py"]  # no __pycache__ either
@@ -91,7 +92,8 @@ def test_it_cannot_reach_a_server_on_the_host(ws: Path) -> None:
         port = server.getsockname()[1]
         out = failed_check(
             ws,
-            f"import socket\nsocket.create_connection(('127.0.0.1', {port}), 2)\nassert False, 'connected'",
+            f"import socket\nsocket.create_connection(('127.0.0.1', {port}), 2)\n"
+            "assert False, 'connected'",
         )
         server.settimeout(0.2)
         with pytest.raises(TimeoutError):
@@ -104,7 +106,8 @@ def test_it_sees_no_secret_from_the_environment(ws: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("OPENAI_API_KEY", "sk-do-not-leak")
     out = check(
         ws,
-        "import os\nkeys = sorted(k for k in os.environ if 'KEY' in k)\nprint(keys)\nassert keys == []",
+        "import os\nkeys = sorted(k for k in os.environ if 'KEY' in k)\n"
+        "print(keys)\nassert keys == []",
     )
     assert out.splitlines()[0] == "[]"
     assert os.environ["OPENAI_API_KEY"] == "sk-do-not-leak"

@@ -258,3 +258,39 @@ def test_a_server_error_while_sampling_keeps_the_models_reply(ws: Path) -> None:
     assert resp.success and resp.incomplete == "the model's own check of its change failed"
     assert any("could not ask the model for other changes" in w for w in resp.warnings)
     assert resp.events[2].arguments["code"] == PLUS_ONE
+
+
+def test_a_check_the_old_code_passes_shows_no_bug_and_picks_nothing(ws: Path) -> None:
+    # The model asserted the buggy behaviour: its check fails the right fix, and would pick a
+    # wrong change over it. The code as it was passes that check, so no sample is drawn.
+    buggy = {"code": "from calc import add\nassert add(2, 3) == -1, add(2, 3)"}
+    transport = ScriptedTransport(
+        [
+            change(FIXED),
+            check(buggy),
+            change(FIXED),  # changes nothing now, fails the check: but the check shows no bug
+            check(buggy),
+            turn(answer="add() adds."),
+            turn(answer="add() adds."),
+        ]
+    )
+    runtime = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
+    resp = approve_all(runtime, runtime.run(TASK))
+    assert resp.success and sampled(transport) == []
+    assert "return a + b\n" in (ws / "calc.py").read_text()
+
+
+def test_the_old_code_is_tried_with_each_changed_file_as_it_was(ws: Path) -> None:
+    ex = executor(ws)
+    assert ex.try_before_changes("run_python", ASSERT_FIVE).passed is False  # nothing changed
+    ex.apply(ex.prepare("replace_function", {"path": "calc.py", "name": "add", "code": FIXED}))
+    ex.apply(ex.prepare("replace_function", {"path": "calc.py", "name": "add", "code": TIMES}))
+    minus_one = {"code": "from calc import add\nassert add(2, 3) == -1, add(2, 3)"}
+    assert ex.try_before_changes("run_python", minus_one).passed  # the first content counts
+    assert ex.try_change(
+        "replace_function", {"path": "calc.py", "name": "add", "code": FIXED}, "run_python",
+        ASSERT_FIVE,
+    ).passed  # fmt: skip
+    assert "return a * b\n" in (ws / "calc.py").read_text()
+    ex.apply(ex.prepare("write_file", {"path": "new.py", "content": "X = 1\n"}))
+    assert ex.try_before_changes("run_python", minus_one) is None  # a file created since

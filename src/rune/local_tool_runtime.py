@@ -456,6 +456,11 @@ class LocalToolRuntime:
         own = attempt(call)
         if own is None or own.passed:
             return call
+        before = executor.try_before_changes(check.name, check.arguments)
+        if before is None or before.passed:
+            # The code as it was passes the check too: it does not show the bug, so it cannot
+            # tell a fix from another change (a small model asserted the buggy behaviour).
+            return call
         state.repairs += 1
         stuck = own.report == check.error
         fresh = state.messages[: state.opening + 1]
@@ -474,7 +479,8 @@ class LocalToolRuntime:
             options=self.options if shaped is None else shaped.options,
             tool_names=self._tool_names,
         )
-        drawn, moved = 0, None
+        drawn = 0
+        moved: dict[str, list[constrained.ConstrainedCall]] = {}
         try:
             for sample in samples:
                 drawn += 1
@@ -492,18 +498,21 @@ class LocalToolRuntime:
                         "wrote from a fresh start, this one passes that check",
                     )
                     return sample
-                if stuck and moved is None and trial.made and trial.report != own.report:
-                    moved = sample
+                if stuck and trial.made and trial.report != own.report:
+                    moved.setdefault(trial.report, []).append(sample)
         except RuneError as err:
             self._note(state, f"could not ask the model for other changes: {err}")
-        if moved is not None:
+        if moved:
+            # The outcome most samples agree on (the first drawn on a tie): the model's own
+            # majority, as in self-consistency.
+            best = max(moved.values(), key=len)[0]
             self._note(
                 state,
                 f"the model kept sending a change its own check fails the same way; none of "
                 f"{drawn} other changes it wrote from a fresh start passes that check, this "
-                "one changes what the check reports",
+                "one changes what the check reports as most of them do",
             )
-            return moved
+            return best
         return call
 
     def _note(self, state: LoopState, warning: str) -> None:

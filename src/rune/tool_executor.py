@@ -123,6 +123,8 @@ class ToolExecutor:
         can_check = checks.can_run_contained(self._ctx)
         self._tools = {t.spec.name: t for t in tools if can_check or not t.spec.checks}
         self._specs = tuple(t.spec for t in self._tools.values())
+        #: each file this executor changed, with its content before the first change
+        self._originals: dict[Path, bytes | None] = {}
 
     def specs(self) -> Sequence[ToolSpec]:
         return self._specs
@@ -158,8 +160,39 @@ class ToolExecutor:
         tool = self._tool(change.tool, change.arguments)
         if tool.apply is None:
             raise ToolError(f"{change.tool} is read-only; nothing to apply.")
+        if tool.planned is not None:
+            self._remember_original(tool, change.arguments)
         with _os_errors_as_tool_errors(change.tool):
             return tool.apply(self._ctx, change)
+
+    def _remember_original(self, tool: BuiltinTool, arguments: Mapping[str, Any]) -> None:
+        """The content a file had before this executor first changed it (for
+        :meth:`try_before_changes`); a file that cannot be planned is not changed either."""
+        assert tool.planned is not None
+        try:
+            path, _ = tool.planned(self._ctx, arguments)
+            before = path.read_bytes() if path.is_file() else None
+        except (RuneError, OSError):
+            return
+        self._originals.setdefault(path, before)
+
+    def try_before_changes(self, check: str, check_args: Mapping[str, Any]) -> Trial | None:
+        """The check run on the workspace as it was before this executor changed any file
+        (the files it changed seen with their old content; nothing written; with nothing
+        changed yet, the workspace as it is). None when it cannot be tried: a file was created
+        since, or ``check`` is not a check tool."""
+        checker = self._tools.get(check)
+        if checker is None or not checker.spec.checks:
+            return None
+        if any(before is None for before in self._originals.values()):
+            return None
+        old = {path: before for path, before in self._originals.items() if before is not None}
+        try:
+            check_arguments(checker.spec, check_args)
+            with _os_errors_as_tool_errors(check):
+                return checks.try_with(self._ctx, check_args, old)
+        except RuneError:
+            return None
 
     def try_change(
         self,
@@ -189,7 +222,7 @@ class ToolExecutor:
             return None
         try:
             with _os_errors_as_tool_errors(check):
-                return checks.try_with(self._ctx, check_args, path, after)
+                return checks.try_with(self._ctx, check_args, {path: after})
         except RuneError:
             return None
 

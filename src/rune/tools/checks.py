@@ -19,6 +19,7 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rune.errors import ToolError, ToolInputError
@@ -73,15 +74,18 @@ def run_python(ctx: ToolContext, args: Args) -> str:
     return trial.report
 
 
-def try_with(ctx: ToolContext, args: Args, path: Path, content: bytes) -> Trial:
-    """The check ``args`` run on the workspace as it would be if ``path`` held ``content``:
-    the file is seen through a read-only bind of a private copy, so nothing in the workspace
-    is written (the same sandbox as :func:`run_python`)."""
+def try_with(ctx: ToolContext, args: Args, files: Mapping[Path, bytes]) -> Trial:
+    """The check ``args`` run on the workspace as it would be if each path of ``files`` (an
+    existing file) held its content: each is seen through a read-only bind of a private
+    copy, so nothing in the workspace is written (the same sandbox as :func:`run_python`)."""
     code = _check_code(args)
     with tempfile.TemporaryDirectory(prefix="rune-trial-") as scratch:
-        trial = Path(scratch) / "file"
-        trial.write_bytes(content)
-        return _verdict(_run_check(ctx, code, over=(trial, path)))
+        binds: list[tuple[Path, Path]] = []
+        for n, (path, content) in enumerate(files.items()):
+            copy = Path(scratch) / str(n)
+            copy.write_bytes(content)
+            binds.append((copy, path))
+        return _verdict(_run_check(ctx, code, over=binds))
 
 
 def _verdict(outcome: Outcome) -> Trial:
@@ -111,9 +115,9 @@ def _check_code(args: Args) -> str:
     return code
 
 
-def _run_check(ctx: ToolContext, code: str, *, over: tuple[Path, Path] | None = None) -> Outcome:
+def _run_check(ctx: ToolContext, code: str, *, over: Sequence[tuple[Path, Path]] = ()) -> Outcome:
     """``python -c code`` in the workspace, contained with nothing writable; ``over`` binds
-    a file (read-only) over a path of the workspace."""
+    files (read-only) over paths of the workspace, ``(source, target)``."""
     bwrap = containment(ctx)
     if bwrap is None:
         raise ToolError(
@@ -125,11 +129,8 @@ def _run_check(ctx: ToolContext, code: str, *, over: tuple[Path, Path] | None = 
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     argv = [python_for(ctx.workspace), "-c", code]
     plan = plan_mounts(read_only, ctx.workspace)
-    if over is not None:
-        source, target = over
-        plan = dataclasses.replace(
-            plan, mounts=[*plan.mounts, "--ro-bind", str(source), str(target)]
-        )
+    binds = [arg for source, target in over for arg in ("--ro-bind", str(source), str(target))]
+    plan = dataclasses.replace(plan, mounts=[*plan.mounts, *binds])
     return run_contained(bwrap, plan, ctx.workspace, argv, CHECK_TIMEOUT, env=env)
 
 

@@ -174,3 +174,6 @@ class CombinedExecutor:
         if self.mcp.owns(name) or self.mcp.owns(check):
             return None
         return self.builtin.try_change(name, arguments, check, check_args)
+
+    def try_before_changes(self, check: str, check_args: Mapping[str, Any]) -> Trial | None:
+        return None if self.mcp.owns(check) else self.builtin.try_before_changes(check, check_args)
