@@ -294,3 +294,31 @@ def test_the_old_code_is_tried_with_each_changed_file_as_it_was(ws: Path) -> Non
     assert "return a * b\n" in (ws / "calc.py").read_text()
     ex.apply(ex.prepare("write_file", {"path": "new.py", "content": "X = 1\n"}))
     assert ex.try_before_changes("run_python", minus_one) is None  # a file created since
+
+
+def test_a_check_broken_in_its_own_code_says_so_and_picks_nothing(ws: Path) -> None:
+    broken = {"code": "from calc import add\nassert add(2, 3) == math.floor(5.5)"}
+    trial = executor(ws).try_before_changes("run_python", broken)
+    assert trial is not None and trial.own_fault and not trial.asserted
+    assert trial.report.endswith(
+        "[the NameError is in the check's own code, not in the project: fix the check]"
+    )
+    # an error the project's code raises is the project's
+    (ws / "calc.py").write_text("def add(a, b):\n    return a + c\n")
+    trial = executor(ws).try_before_changes("run_python", ASSERT_FIVE)
+    assert trial is not None and not trial.own_fault and "NameError" in trial.report
+    (ws / "calc.py").write_text(SOURCE)
+
+    transport = ScriptedTransport(
+        [
+            change(TIMES),
+            check(broken),
+            change(TIMES),
+            check(broken),
+            turn(answer="add() multiplies."),
+            turn(answer="add() multiplies."),
+        ]
+    )
+    runtime = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
+    resp = approve_all(runtime, runtime.run(TASK))
+    assert resp.success and sampled(transport) == []

@@ -457,9 +457,10 @@ class LocalToolRuntime:
         if own is None or own.passed:
             return call
         before = executor.try_before_changes(check.name, check.arguments)
-        if before is None or before.passed:
+        if before is None or before.passed or before.own_fault:
             # The code as it was passes the check too: it does not show the bug, so it cannot
             # tell a fix from another change (a small model asserted the buggy behaviour).
+            # Or the check is broken itself: nothing the project does can pass it.
             return call
         state.repairs += 1
         stuck = own.report == check.error
@@ -498,7 +499,7 @@ class LocalToolRuntime:
                         "wrote from a fresh start, this one passes that check",
                     )
                     return sample
-                if stuck and trial.made and trial.report != own.report:
+                if stuck and own.asserted and trial.asserted and trial.report != own.report:
                     moved.setdefault(trial.report, []).append(sample)
         except RuneError as err:
             self._note(state, f"could not ask the model for other changes: {err}")

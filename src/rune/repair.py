@@ -10,13 +10,14 @@ changes from a fresh start (the system context and the request, each with its ow
 tries each against that check, and puts the first that passes in place of the reply. When
 none passes and the reply leaves the check's report exactly as it was (the model is stuck:
 the same change again, or one that changes nothing the check sees), a sample that changes
-the report takes its place, one of those most samples agree on: the check itself may be too
-strict to pass (a float compared with ``==``), and a change that moves it is progress the
-stuck reply is not.
+the report takes its place, one of those most samples agree on, when both fail at an assert
+(the code ran and gave another value): the check itself may be too strict to pass (a float
+compared with ``==``), and a change that moves it is progress the stuck reply is not.
 
 A check is used so only when it fails on the code as it was before the run changed it: one
 that passes there does not show the bug (a small model once asserted the buggy behaviour of
-a mutable default), and would pick a wrong change over a right one.
+a mutable default), and would pick a wrong change over a right one; one that fails in its own
+code (a name it never imported) shows nothing either.
 
 Nothing else changes: the change is the model's own, the user approves it like any other, and
 the model still checks it before it may answer. A repair's samples belong to the step they

@@ -90,9 +90,36 @@ def try_with(ctx: ToolContext, args: Args, files: Mapping[Path, bytes]) -> Trial
 
 def _verdict(outcome: Outcome) -> Trial:
     report = format_outcome(outcome, CHECK_TIMEOUT)
-    if outcome.exit_code != 0:
-        return Trial(passed=False, report=f"the check failed:\n{report}")
-    return Trial(passed=True, report=report)
+    if outcome.exit_code == 0:
+        return Trial(passed=True, report=report)
+    error, frame = _last_error(report)
+    own_fault = frame == "<string>" and error in _CHECK_OWN_ERRORS
+    if own_fault:
+        report += f"\n[the {error} is in the check's own code, not in the project: fix the check]"
+    return Trial(
+        passed=False,
+        report=f"the check failed:\n{report}",
+        asserted=error == "AssertionError",
+        own_fault=own_fault,
+    )
+
+
+#: errors that, raised by the check's own code, mean the check is wrong, not the project
+_CHECK_OWN_ERRORS = frozenset({"NameError", "SyntaxError", "IndentationError"})
+_FRAME = re.compile(r'^\s*File "([^"]*)", line \d+')
+_ERROR = re.compile(r"^(\w+(?:Error|Exception))\b")
+
+
+def _last_error(report: str) -> tuple[str | None, str | None]:
+    """The exception a Python traceback in ``report`` ends with, and the file of its last
+    frame (``<string>``: the check's own code)."""
+    error = frame = None
+    for line in report.splitlines():
+        if match := _FRAME.match(line):
+            frame = match.group(1)
+        elif match := _ERROR.match(line):
+            error = match.group(1)
+    return error, frame
 
 
 def _check_code(args: Args) -> str:

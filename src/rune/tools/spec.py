@@ -107,11 +107,15 @@ class Executor(Protocol):
 class Trial:
     """A check run on a change that was not made: whether it passed, and what the check
     tool would have said (its output, or its error as the model would see it). ``made``:
-    False when the change itself could not be made (``report`` says why; nothing ran)."""
+    False when the change itself could not be made (``report`` says why; nothing ran).
+    ``asserted``: it failed at one of its asserts (the code ran and gave another value);
+    ``own_fault``: it failed in its own code (a name it never defined, bad syntax)."""
 
     passed: bool
     report: str
     made: bool = True
+    asserted: bool = False
+    own_fault: bool = False
 
 
 @runtime_checkable
