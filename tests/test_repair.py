@@ -322,3 +322,24 @@ def test_a_check_broken_in_its_own_code_says_so_and_picks_nothing(ws: Path) -> N
     runtime = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
     resp = approve_all(runtime, runtime.run(TASK))
     assert resp.success and sampled(transport) == []
+
+
+def test_no_sample_is_drawn_when_the_check_fails_in_its_own_code_after_the_change(
+    ws: Path,
+) -> None:
+    # The code as it was fails before the check's own error is reached; the change does not.
+    (ws / "calc.py").write_text("def add(a, b):\n    return a + c\n")
+    late = {"code": "from calc import add\nassert add(2, 3) == math.floor(5.5)"}
+    transport = ScriptedTransport(
+        [
+            change(FIXED),
+            check(late),
+            change(FIXED),
+            check(late),
+            turn(answer="ok"),
+            turn(answer="ok"),
+        ]
+    )
+    runtime = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
+    resp = approve_all(runtime, runtime.run(TASK))
+    assert resp.success and sampled(transport) == []

@@ -454,7 +454,7 @@ class LocalToolRuntime:
             return executor.try_change(change.name, change.arguments, check.name, check.arguments)
 
         own = attempt(call)
-        if own is None or own.passed:
+        if own is None or own.passed or own.own_fault:
             return call
         before = executor.try_before_changes(check.name, check.arguments)
         if before is None or before.passed or before.own_fault:
