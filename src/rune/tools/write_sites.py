@@ -46,6 +46,12 @@ ALLOWED_WRITE_SITES: frozenset[tuple[str, str]] = frozenset(
         # An MCP server's stderr: an anonymous temporary file (no name, gone when closed),
         # never a path a model chose.
         ("rune.tools.mcp.client", "McpManager._transport"),
+        # A check tried on a change before approval: a private temporary directory holding a
+        # copy of the would-be file, bound read-only over it in the sandbox, then removed.
+        ("rune.tools.checks", "try_with"),
+        # The embedded server's prompt-cache directory, under Rune's own data directory
+        # (llama.cpp writes the saved slot there itself).
+        ("rune.embedded", "EmbeddedLlamaServer._params"),
         ("rune.canary", "check_approve_from_serialized_state"),
         ("rune.canary", "main"),
     }
