@@ -72,6 +72,29 @@ def test_project_instructions_come_from_agents_md_and_rune_md(workspace: Path) -
     assert "Run the tests with `make check`." in system["content"]
     assert "Never touch vendor/." in system["content"]
     assert f"Workspace (relative paths start here): {workspace}" in system["content"]
+    # the workspace's path is said once; the roots name it by its role
+    assert system["content"].count(str(workspace)) == 1
+    assert "- You may write (after approval) under: the workspace\n" in system["content"]
+
+
+def test_the_part_every_run_shares_comes_first_and_the_workspace_after_it(
+    workspace: Path,
+) -> None:
+    # The prompt cache keeps what two runs share (rune.prompt_cache): the lasting blocks and
+    # the protocol's prompt must come before anything about the workspace.
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    firsts = []
+    for _ in range(2):
+        transport = ScriptedTransport([{"content": '{"answer": "ok"}'}])
+        op = RuneOperator(transport, executor(workspace), model="m", protocol="constrained")
+        op.send("fix calc.py")
+        firsts.append(str(transport.requests[0].messages[0]["content"]))
+        (workspace / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    text = firsts[0]
+    assert text.index("Reply with exactly one JSON object") < text.index("Environment:")
+    assert text.index("Environment:") < text.index("calc.py")
+    shared = next(i for i, (a, b) in enumerate(zip(*firsts, strict=False)) if a != b)
+    assert shared >= text.index("Environment:") and shared < len(text)
 
 
 def test_project_instructions_outside_the_sandbox_are_not_read(

@@ -235,11 +235,18 @@ def environment_block(
         "Environment:",
         f"- Workspace (relative paths start here): {workspace}",
         f"- OS: {platform.system()} {platform.release()}",
-        f"- You may read under: {', '.join(policy.describe_read_roots())}",
-        f"- You may write (after approval) under: {', '.join(policy.describe_write_roots())}",
+        f"- You may read under: {_roots(policy.describe_read_roots(), workspace)}",
+        f"- You may write (after approval) under: "
+        f"{_roots(policy.describe_write_roots(), workspace)}",
         f"- Commands: {commands}",
     ]
     return ContextBlock("environment", "\n".join(lines), ENVIRONMENT_BUCKET, evictable=True)
+
+
+def _roots(roots: Sequence[str], workspace: Path) -> str:
+    """The roots, the workspace by that name: its path, said once above, is the prompt's
+    longest and costs a small model a second a mention to read."""
+    return ", ".join("the workspace" if root == str(workspace) else root for root in roots)
 
 
 def render(blocks: Sequence[ContextBlock]) -> str:
