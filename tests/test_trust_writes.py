@@ -403,3 +403,22 @@ def test_rune_run_yes_creates_no_odd_names_and_no_deep_tree(tmp_path: Path) -> N
     assert done.returncode == 4, done.stdout + done.stderr
     assert done.stdout.count("write_file denied:") == 5
     assert os.listdir(project) == []
+
+
+def test_the_saved_prompt_cache_is_out_of_the_models_reach(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # llama.cpp loads the file it restores: a model that could plant one would feed the
+    # server's parser a file of its choosing (rune.prompt_cache).
+    from rune.paths import prompt_cache_dir
+
+    monkeypatch.setenv("RUNE_DATA_DIR", str(tmp_path / "data"))
+    slot = prompt_cache_dir() / "prompt-0123.slot"
+    slot.parent.mkdir(parents=True)
+    slot.write_bytes(b"saved state")
+    ex = ToolExecutor(SandboxPolicy.default(home=tmp_path), tmp_path)
+    with pytest.raises(SandboxDenied, match="Rune's own"):
+        ex.prepare("write_file", {"path": str(slot), "content": "planted"})
+    with pytest.raises(SandboxDenied, match="Rune's own"):
+        ex.run("read_file", {"path": str(slot)})
+    assert slot.read_bytes() == b"saved state"
