@@ -31,6 +31,7 @@ from rune.local_tool_runtime import LocalToolRuntime
 from rune.messages import ChatResult, OperatorResponse
 from rune.tool_executor import ToolExecutor
 from rune.tools.sandbox import SandboxPolicy
+from rune.transport.base import TransportWrapper
 from rune.transport.openai_compat import OpenAICompatTransport
 
 BROKEN = "def add(a, b):\n    return a - b\n"
@@ -48,7 +49,7 @@ FORCE_PREFILL = {"role": "assistant", "content": "<tool_call>\n"}
 FORCE_OPTIONS = {"tool_choice": "required", "stop": ["</tool_call>"]}
 
 
-class TimedTransport:
+class TimedTransport(TransportWrapper):
     """Delegates to the real transport and records how long each ``chat`` took.
 
     With ``force_calls`` every request carries the forcing prefill, so the real model really
@@ -56,19 +57,9 @@ class TimedTransport:
     """
 
     def __init__(self, inner: OpenAICompatTransport, *, force_calls: bool = False) -> None:
-        self.inner = inner
-        self.native_source = inner.native_source
+        super().__init__(inner)
         self.force_calls = force_calls
         self.chat_seconds: list[float] = []
-
-    def supports_tools(self, model: str) -> bool:
-        return self.inner.supports_tools(model)
-
-    def supports_thinking(self, model: str) -> bool:
-        return self.inner.supports_thinking(model)
-
-    def context_length(self, model: str) -> int | None:
-        return self.inner.context_length(model)
 
     def chat(self, model: str, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
         if self.force_calls:

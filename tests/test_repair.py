@@ -264,19 +264,7 @@ def test_a_check_the_old_code_passes_shows_no_bug_and_picks_nothing(ws: Path) ->
     # The model asserted the buggy behaviour: its check fails the right fix, and would pick a
     # wrong change over it. The code as it was passes that check, so no sample is drawn.
     buggy = {"code": "from calc import add\nassert add(2, 3) == -1, add(2, 3)"}
-    transport = ScriptedTransport(
-        [
-            change(FIXED),
-            check(buggy),
-            change(FIXED),  # changes nothing now, fails the check: but the check shows no bug
-            check(buggy),
-            turn(answer="add() adds."),
-            turn(answer="add() adds."),
-        ]
-    )
-    runtime = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
-    resp = approve_all(runtime, runtime.run(TASK))
-    assert resp.success and sampled(transport) == []
+    assert samples_when_stuck(ws, FIXED, buggy) == []
     assert "return a + b\n" in (ws / "calc.py").read_text()
 
 
@@ -309,19 +297,7 @@ def test_a_check_broken_in_its_own_code_says_so_and_picks_nothing(ws: Path) -> N
     assert trial is not None and not trial.own_fault and "NameError" in trial.report
     (ws / "calc.py").write_text(SOURCE)
 
-    transport = ScriptedTransport(
-        [
-            change(TIMES),
-            check(broken),
-            change(TIMES),
-            check(broken),
-            turn(answer="add() multiplies."),
-            turn(answer="add() multiplies."),
-        ]
-    )
-    runtime = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
-    resp = approve_all(runtime, runtime.run(TASK))
-    assert resp.success and sampled(transport) == []
+    assert samples_when_stuck(ws, TIMES, broken) == []
 
 
 def test_no_sample_is_drawn_when_the_check_fails_in_its_own_code_after_the_change(
@@ -330,16 +306,23 @@ def test_no_sample_is_drawn_when_the_check_fails_in_its_own_code_after_the_chang
     # The code as it was fails before the check's own error is reached; the change does not.
     (ws / "calc.py").write_text("def add(a, b):\n    return a + c\n")
     late = {"code": "from calc import add\nassert add(2, 3) == math.floor(5.5)"}
+    assert samples_when_stuck(ws, FIXED, late) == []
+
+
+def samples_when_stuck(ws: Path, code: str, check_args: dict[str, str]) -> list[int]:
+    """The sampling calls of a run where the model sends ``code``, its check fails, and it
+    sends the same change again (then answers)."""
     transport = ScriptedTransport(
         [
-            change(FIXED),
-            check(late),
-            change(FIXED),
-            check(late),
-            turn(answer="ok"),
-            turn(answer="ok"),
+            change(code),
+            check(check_args),
+            change(code),
+            check(check_args),
+            turn(answer="done"),
+            turn(answer="done"),  # an answer right after a failed check is sent back once
         ]
     )
     runtime = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
     resp = approve_all(runtime, runtime.run(TASK))
-    assert resp.success and sampled(transport) == []
+    assert resp.success
+    return sampled(transport)

@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 
 from rune.messages import ChatResult
-from rune.transport.base import DeltaSink, Transport
+from rune.transport.base import DeltaSink, Transport, TransportWrapper
 
 log = logging.getLogger(__name__)
 
@@ -47,28 +47,16 @@ def slot_file_name(model_path: Path, ctx: int, build: str) -> str:
     return f"prompt-{hashlib.sha256(identity.encode()).hexdigest()[:24]}.slot"
 
 
-class SlotCache:
+class SlotCache(TransportWrapper):
     """A :class:`Transport` around ``inner`` (an embedded server's) that restores the saved
     prompt cache before the first call and saves it after, as the module says."""
 
     def __init__(self, inner: Transport, base_url: str, directory: Path, file_name: str) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.base_url = base_url.rstrip("/")
         self.path = directory / file_name
         self.file_name = file_name
         self._first = True
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def supports_tools(self, model: str) -> bool:
-        return self.inner.supports_tools(model)
-
-    def supports_thinking(self, model: str) -> bool:
-        return self.inner.supports_thinking(model)
-
-    def context_length(self, model: str) -> int | None:
-        return self.inner.context_length(model)
 
     def chat(
         self,

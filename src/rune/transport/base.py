@@ -61,3 +61,25 @@ class Transport(Protocol):
         on_delta: DeltaSink | None = None,
         response_schema: Mapping[str, Any] | None = None,
     ) -> ChatResult: ...
+
+
+class TransportWrapper:
+    """A :class:`Transport` around ``inner`` that changes how ``chat`` is made (a subclass
+    defines it) and nothing else: capabilities, and every other attribute (``list_models``,
+    ``close``, a scripted transport's ``requests``...), are the inner transport's."""
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+        self.native_source: ToolSource = inner.native_source
+
+    def supports_tools(self, model: str) -> bool:
+        return self.inner.supports_tools(model)
+
+    def supports_thinking(self, model: str) -> bool:
+        return self.inner.supports_thinking(model)
+
+    def context_length(self, model: str) -> int | None:
+        return self.inner.context_length(model)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)

@@ -24,8 +24,8 @@ from typing import Any
 
 from rune import events as ev
 from rune.errors import CallCancelled
-from rune.messages import ChatResult, ToolSource
-from rune.transport.base import DeltaSink, Transport
+from rune.messages import ChatResult
+from rune.transport.base import DeltaSink, Transport, TransportWrapper
 
 #: how often a waiting caller looks at the stop flag (seconds)
 POLL_SECONDS = 0.05
@@ -46,30 +46,16 @@ class _Call:
         self.cancelled = threading.Event()
 
 
-class WatchedTransport:
+class WatchedTransport(TransportWrapper):
     """A :class:`Transport` around ``inner`` that reports progress and can be stopped."""
 
     def __init__(self, inner: Transport, on_event: ev.EventSink = ev.ignore) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.on_event = on_event
-        self.native_source: ToolSource = inner.native_source
         self._call: _Call | None = None
         self._stop = threading.Event()
 
     # --- the Transport protocol --------------------------------------------------------------
-
-    def supports_tools(self, model: str) -> bool:
-        return self.inner.supports_tools(model)
-
-    def supports_thinking(self, model: str) -> bool:
-        return self.inner.supports_thinking(model)
-
-    def context_length(self, model: str) -> int | None:
-        return self.inner.context_length(model)
-
-    def __getattr__(self, name: str) -> Any:
-        # list_models, capabilities, describe, close, requests (scripted)...: the inner one's.
-        return getattr(self.inner, name)
 
     def chat(
         self,
