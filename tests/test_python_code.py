@@ -57,7 +57,21 @@ def test_replaces_a_top_level_function_and_keeps_everything_else(
         ex, "replace_function", path="calc.py", name="add", code="def add(a, b):\n    return a + b"
     )
     assert (ws / "calc.py").read_text() == CALC.replace("return a - b", "return a + b")
-    assert out.endswith("Lines 6-6 now read:\n     6\t    return a + b")
+    assert out.endswith("Lines 6-6 now read as you sent them")
+
+
+def test_the_result_names_the_file_as_the_model_does_and_echoes_no_code_it_sent(
+    ex: ToolExecutor, ws: Path
+) -> None:
+    code = "def add(a, b):\n    total = a + b\n    return total\n"
+    out = apply(ex, "replace_function", path="calc.py", name="add", code=code)
+    assert out.startswith("wrote calc.py (")
+    assert out.endswith(". Lines 6-7 now read as you sent them")
+    assert "total = a + b" not in out
+    # code that lands otherwise than sent (re-indented into its class) is shown as it reads
+    out = apply(ex, "replace_function", path="calc.py", name="Calc.half",
+                code="def half(self, x):\n    y = x / 2\n    return y\n")  # fmt: skip
+    assert "now read:\n" in out and "        y = x / 2" in out
 
 
 def test_a_method_is_reindented_to_its_class(ex: ToolExecutor, ws: Path) -> None:

@@ -261,16 +261,23 @@ def _apply(planner: Planner) -> Callable[[ToolContext, PreparedChange], str]:
             workspace=ctx.workspace,
             expected_digest=fresh.digest,
         )
-        wrote = f"wrote {for_display(str(written))} ({len(fresh.after)} bytes)"
-        return wrote + shown_back(fresh.before, fresh.after)
+        # relative inside the workspace: the absolute path is long, and the model knows where
+        # it works
+        name = (
+            written.relative_to(ctx.workspace) if written.is_relative_to(ctx.workspace) else written
+        )
+        wrote = f"wrote {for_display(str(name))} ({len(fresh.after)} bytes)"
+        return wrote + shown_back(fresh.before, fresh.after, sent=change.arguments.get("code"))
 
     return apply
 
 
-def shown_back(before: bytes | None, after: bytes) -> str:
+def shown_back(before: bytes | None, after: bytes, *, sent: object = None) -> str:
     """The changed lines as they now read, numbered like read_file shows them, so the model
     sees what its change did without reading the file again. One span, from the first to the
-    last changed line (found by common prefix and suffix: linear, whatever the file's size)."""
+    last changed line (found by common prefix and suffix: linear, whatever the file's size).
+    When those lines are lines of the code the model ``sent``, as they stand there, they are
+    not echoed: it has them, and a small model reads every prompt token at about 80 a second."""
     if is_binary(after):
         return ""
     old = [] if before is None else before.decode("utf-8", "replace").split("\n")
@@ -289,6 +296,8 @@ def shown_back(before: bytes | None, after: bytes) -> str:
     if first >= last:
         removed = len(old) - len(new)
         return f"; {removed} line(s) removed after line {first}" if new else "; the file is empty"
+    if isinstance(sent, str) and "\n".join(["", *new[first:last], ""]) in f"\n{sent}\n":
+        return f". Lines {first + 1}-{last} now read as you sent them"
     shown = new[first : min(last, first + SHOWN_BACK_LINES)]
     body = "\n".join(
         f"{n:>6}\t{for_display(line, keep=chr(9))}" for n, line in enumerate(shown, first + 1)
