@@ -4,6 +4,7 @@ fresh as the next ``rune run`` starts one, restores it and reads only the new to
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,6 +64,8 @@ def test_a_fresh_server_reads_the_shared_prefix_from_the_saved_slot(slots: Path)
     assert cached(first) == 0  # nothing saved yet: the whole prompt is read
     [saved] = slots.iterdir()
     assert saved.stat().st_size > 0
+    # it holds the prompt's tokens, the workspace's files among them: the user's alone
+    assert stat.S_IMODE(slots.stat().st_mode) == 0o700
     written = saved.stat().st_mtime_ns
 
     first, second = ask(slots, "Say no.")

@@ -169,7 +169,10 @@ class EmbeddedLlamaServer:
         if template is not None:
             params.chat_template = template
         if self.slot_dir is not None:
-            self.slot_dir.mkdir(parents=True, exist_ok=True)
+            # The saved slot holds the prompt's tokens (the workspace's files among them): only
+            # the user may look inside, as with the session journals.
+            self.slot_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.slot_dir.chmod(0o700)
             # llama.cpp joins it to a file name as it is: it must end with a separator.
             params.slot_save_path = f"{self.slot_dir}{os.sep}"
         return params
