@@ -463,15 +463,8 @@ class LocalToolRuntime:
             # Or the check is broken itself: nothing the project does can pass it.
             return call
         state.repairs += 1
-        stuck = own.report == check.error
         fresh = state.messages[: state.opening + 1]
         shaped = self.shaper.shape(self.model, fresh) if self.shaper is not None else None
-        tried = {tool_request(call.name, call.arguments).signature}
-        tried.update(
-            tool_request(e.name, e.arguments).signature
-            for e in state.events
-            if executor.is_mutating(e.name)
-        )
         samples = repair.sample_changes(
             self.transport,
             self.model,
@@ -480,41 +473,31 @@ class LocalToolRuntime:
             options=self.options if shaped is None else shaped.options,
             tool_names=self._tool_names,
         )
-        drawn = 0
-        moved: dict[str, list[constrained.ConstrainedCall]] = {}
-        try:
-            for sample in samples:
-                drawn += 1
-                signature = tool_request(sample.name, sample.arguments).signature
-                if signature in tried:
-                    continue
-                tried.add(signature)
-                trial = attempt(sample)
-                if trial is None:
-                    continue
-                if trial.passed:
-                    self._note(
-                        state,
-                        f"the model's change failed its own check; of {drawn} other changes it "
-                        "wrote from a fresh start, this one passes that check",
-                    )
-                    return sample
-                if stuck and own.asserted and trial.asserted and trial.report != own.report:
-                    moved.setdefault(trial.report, []).append(sample)
-        except RuneError as err:
-            self._note(state, f"could not ask the model for other changes: {err}")
-        if moved:
-            # The outcome most samples agree on (the first drawn on a tie): the model's own
-            # majority, as in self-consistency.
-            best = max(moved.values(), key=len)[0]
+        tried = {repair.signature(call)}
+        tried.update(
+            tool_request(e.name, e.arguments).signature
+            for e in state.events
+            if executor.is_mutating(e.name)
+        )
+        found = repair.pick(samples, attempt, own, stuck=own.report == check.error, tried=tried)
+        if found.error is not None:
+            self._note(state, f"could not ask the model for other changes: {found.error}")
+        if found.call is None:
+            return call
+        if found.passes:
+            self._note(
+                state,
+                f"the model's change failed its own check; of {found.drawn} other changes it "
+                "wrote from a fresh start, this one passes that check",
+            )
+        else:
             self._note(
                 state,
                 f"the model kept sending a change its own check fails the same way; none of "
-                f"{drawn} other changes it wrote from a fresh start passes that check, this "
-                "one changes what the check reports as most of them do",
+                f"{found.drawn} other changes it wrote from a fresh start passes that check, "
+                "this one changes what the check reports as most of them do",
             )
-            return best
-        return call
+        return found.call
 
     def _note(self, state: LoopState, warning: str) -> None:
         state.warnings.append(warning)

@@ -27,11 +27,15 @@ MAX_REPAIRS * SAMPLES`` model calls.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from rune.calls import tool_request
 from rune.constrained import ConstrainedCall, parse_turn
+from rune.errors import RuneError
 from rune.messages import Message, ToolEvent
+from rune.tools.spec import Trial
 from rune.transport.base import Transport
 
 #: alternatives drawn for one repair
@@ -68,3 +72,53 @@ def sample_changes(
         turn = parse_turn(str(result.message.get("content") or ""), tool_names)
         if turn.call is not None:
             yield turn.call
+
+
+@dataclass(frozen=True, slots=True)
+class Pick:
+    """What a repair found: the change to offer (None: keep the reply), whether it passes the
+    check (else it moves a stuck report), how many samples were drawn, and the error that
+    stopped the drawing, if one did."""
+
+    call: ConstrainedCall | None
+    passes: bool
+    drawn: int
+    error: RuneError | None = None
+
+
+def signature(call: ConstrainedCall) -> str:
+    return tool_request(call.name, call.arguments).signature
+
+
+def pick(
+    samples: Iterable[ConstrainedCall],
+    attempt: Callable[[ConstrainedCall], Trial | None],
+    own: Trial,
+    *,
+    stuck: bool,
+    tried: set[str],
+) -> Pick:
+    """The first sample that passes the check; else, for a ``stuck`` reply that failed at an
+    assert (``own``), the sample most others agree with among those that move the assert's
+    report (the first drawn on a tie: the model's own majority, as in self-consistency).
+    Samples in ``tried`` (signatures) are not tried again."""
+    drawn = 0
+    moved: dict[str, list[ConstrainedCall]] = {}
+    error: RuneError | None = None
+    try:
+        for sample in samples:
+            drawn += 1
+            if signature(sample) in tried:
+                continue
+            tried.add(signature(sample))
+            trial = attempt(sample)
+            if trial is None:
+                continue
+            if trial.passed:
+                return Pick(sample, passes=True, drawn=drawn)
+            if stuck and own.asserted and trial.asserted and trial.report != own.report:
+                moved.setdefault(trial.report, []).append(sample)
+    except RuneError as err:
+        error = err
+    best = max(moved.values(), key=len)[0] if moved else None
+    return Pick(best, passes=False, drawn=drawn, error=error)
