@@ -86,3 +86,12 @@ def test_a_damaged_slot_file_costs_only_the_cache_and_is_written_anew(slots: Pat
 
     first, _ = ask(slots, "Say maybe.")
     assert cached(first) >= RESAVE_BELOW
+
+
+def test_a_long_first_prompt_is_not_saved(slots: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (a resumed session's first call: the file would grow with it, and later runs share only
+    # the start of any prompt)
+    monkeypatch.setattr("rune.prompt_cache.SAVE_AT_MOST", 64)
+    first, _ = ask(slots, "Say yes.")
+    assert first.usage.prompt_tokens is not None and first.usage.prompt_tokens > 64
+    assert list(slots.iterdir()) == []

@@ -9,8 +9,9 @@ transport of an embedded server started with a slot directory, restores the stat
 run saved (``POST /slots/0?action=restore``) before its first call; llama.cpp then reads only
 the tokens after the longest prefix the saved tokens and the new prompt share. After that first
 call it saves the slot (``action=save``) when there was nothing to restore or the restored
-state served less than :data:`RESAVE_BELOW` tokens (Rune's prompt changed): the file is
-written once, not at every run.
+state served less than :data:`RESAVE_BELOW` tokens (Rune's prompt changed), and the prompt is
+at most :data:`SAVE_AT_MOST` tokens: the file is written once, not at every run, and never
+for a long resumed session.
 
 The file (about 28 KB per token for Qwen2.5-Coder-1.5B, so some 20 MB) is keyed by the model
 file, the window and the llama.cpp build. A file that does not restore (damaged, another
@@ -35,6 +36,9 @@ log = logging.getLogger(__name__)
 
 #: a first call that reused fewer prompt tokens than this from the restored state saves anew
 RESAVE_BELOW = 256
+#: a first call whose prompt is longer is not saved (a resumed session: some 28 KB a token for
+#: the 1.5B model; what later runs share is the first ~550 tokens of any prompt)
+SAVE_AT_MOST = 2048
 #: seconds a save or restore may take (a few tens of MB on a local disk)
 SLOT_TIMEOUT_S = 30.0
 SLOT = 0
@@ -84,8 +88,9 @@ class SlotCache(TransportWrapper):
             **extra,
         )
         if first:
-            reused = result.usage.cached_prompt_tokens
-            if not restored or (reused is not None and reused < RESAVE_BELOW):
+            reused, length = result.usage.cached_prompt_tokens, result.usage.prompt_tokens
+            stale = not restored or (reused is not None and reused < RESAVE_BELOW)
+            if stale and length is not None and length <= SAVE_AT_MOST:
                 self._slot("save")
         return result
 
