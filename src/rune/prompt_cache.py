@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 
 from rune.messages import ChatResult
-from rune.transport.base import DeltaSink, Transport, TransportWrapper
+from rune.transport.base import Transport, TransportWrapper
 
 log = logging.getLogger(__name__)
 
@@ -62,31 +62,12 @@ class SlotCache(TransportWrapper):
         self.file_name = file_name
         self._first = True
 
-    def chat(
-        self,
-        model: str,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        think: bool | None = None,
-        options: Mapping[str, Any] | None = None,
-        on_delta: DeltaSink | None = None,
-        response_schema: Mapping[str, Any] | None = None,
-    ) -> ChatResult:
+    def chat(self, model: str, messages: Sequence[Mapping[str, Any]], **kwargs: Any) -> ChatResult:
         first, self._first = self._first, False
         restored = self._slot("restore") if first and self.path.is_file() else False
         if first and not restored:
             self._slot("erase")  # a shared server: the call starts as on a fresh one
-        extra = {} if response_schema is None else {"response_schema": response_schema}
-        result = self.inner.chat(
-            model,
-            messages,
-            tools=tools,
-            think=think,
-            options=options,
-            on_delta=on_delta,
-            **extra,
-        )
+        result = self.inner.chat(model, messages, **kwargs)
         if first:
             reused, length = result.usage.cached_prompt_tokens, result.usage.prompt_tokens
             stale = not restored or (reused is not None and reused < RESAVE_BELOW)

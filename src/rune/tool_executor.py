@@ -167,11 +167,11 @@ class ToolExecutor:
 
     def _remember_original(self, tool: BuiltinTool, arguments: Mapping[str, Any]) -> None:
         """The content a file had before this executor first changed it (for
-        :meth:`try_before_changes`); a file that cannot be planned is not changed either."""
+        :meth:`try_before_changes`), as the planner read it (through the sandbox's checks);
+        a file that cannot be planned is not changed either."""
         assert tool.planned is not None
         try:
-            path, _ = tool.planned(self._ctx, arguments)
-            before = path.read_bytes() if path.is_file() else None
+            path, before, _ = tool.planned(self._ctx, arguments)
         except (RuneError, OSError):
             return
         self._originals.setdefault(path, before)
@@ -215,7 +215,7 @@ class ToolExecutor:
         try:
             check_arguments(tool.spec, arguments)
             with _os_errors_as_tool_errors(name):
-                path, after = tool.planned(self._ctx, arguments)
+                path, _, after = tool.planned(self._ctx, arguments)
         except RuneError as err:
             return Trial(passed=False, report=str(err), made=False)
         if not path.is_file():

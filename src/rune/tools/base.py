@@ -33,9 +33,10 @@ class BuiltinTool:
     run: Callable[[ToolContext, Args], str] | None = None
     prepare: Callable[[ToolContext, Args], PreparedChange] | None = None
     apply: Callable[[ToolContext, PreparedChange], str] | None = None
-    #: for a file change: the file and the bytes the change would leave in it, nothing written
-    #: (lets a check be tried on the change before anyone is asked to approve it)
-    planned: Callable[[ToolContext, Args], tuple[Path, bytes]] | None = None
+    #: for a file change: the file, what it holds now (None: absent) and the bytes the change
+    #: would leave in it, nothing written (lets a check be tried on the change before anyone
+    #: is asked to approve it)
+    planned: Callable[[ToolContext, Args], tuple[Path, bytes | None, bytes]] | None = None
 
 
 def string_arg(description: str) -> dict[str, Any]:

@@ -310,9 +310,9 @@ def shown_back(before: bytes | None, after: bytes, *, sent: object = None) -> st
 def file_change_tool(spec: ToolSpec, planner: Planner) -> BuiltinTool:
     """A mutating tool whose change is fully described by ``planner``."""
 
-    def planned(ctx: ToolContext, args: Args) -> tuple[Path, bytes]:
+    def planned(ctx: ToolContext, args: Args) -> tuple[Path, bytes | None, bytes]:
         plan = planner(ctx, args)
-        return plan.path, plan.after
+        return plan.path, plan.before, plan.after
 
     return BuiltinTool(
         spec, prepare=_prepare(spec.name, planner), apply=_apply(planner), planned=planned
