@@ -342,8 +342,7 @@ class LocalToolRuntime:
         if self.shaper is not None:
             self.shaper.observe(shaped, result)
         for warning in result.warnings:
-            state.warnings.append(warning)
-            self.on_event(ev.Warning(warning))
+            self._note(state, warning)
         return result
 
     def _supports_thinking(self) -> bool:
@@ -500,6 +499,7 @@ class LocalToolRuntime:
         return found.call
 
     def _note(self, state: LoopState, warning: str) -> None:
+        """A warning: kept with the response and sent as an event."""
         state.warnings.append(warning)
         self.on_event(ev.Warning(warning))
 
@@ -533,8 +533,7 @@ class LocalToolRuntime:
                 f"the model asked for more than {MAX_CALLS_PER_TURN} tool calls in one turn; "
                 f"{len(state.queue)} more were answered with an error, not run"
             )
-            state.warnings.append(warning)
-            self.on_event(ev.Warning(warning))
+            self._note(state, warning)
         self._answer_call(state, request, message, ok=False)
 
     def _protocol_error(self, state: LoopState, error: str) -> OperatorResponse | None:
@@ -666,8 +665,7 @@ class LocalToolRuntime:
     def _switch_to_fallback(self, state: LoopState, reason: str) -> None:
         state.protocol = TEXT_FALLBACK
         warning = f"{reason}; switched to the text-fallback tool protocol"
-        state.warnings.append(warning)
-        self.on_event(ev.Warning(warning))
+        self._note(state, warning)
         self._inject_fallback_prompt(state)
 
     def _inject_fallback_prompt(self, state: LoopState) -> None:
