@@ -368,7 +368,9 @@ def plan_mounts(policy: SandboxPolicy, workspace: Path) -> Plan:
         mounts += _cover(place) + _seal(place)
 
     writable = within(workspace, policy.write_roots) and workspace.is_dir()
-    scan = scan_workspace(workspace, policy) if writable else Scan()
+    # Secrets in the workspace are hidden whether or not it is writable: a read-only check
+    # (run_python) runs without approval and must not read what read_file refuses.
+    scan = scan_workspace(workspace, policy) if workspace.is_dir() else Scan()
     top_git = workspace / ".git"
     if writable:
         mounts += ["--bind", str(workspace), str(workspace)]
