@@ -568,11 +568,16 @@ def build_operator(
     (the benchmark's ablations); ``mcp`` (an ``McpManager``, :func:`mcp_servers`) adds its
     servers' tools."""
     from rune.operator import RuneOperator
+    from rune.sessions.changes import ChangeLog
 
+    # Each applied file change is recorded in the session, for `rune undo`.
+    changes = ChangeLog(session) if session is not None else None
     executor: Any = (
-        ToolExecutor(sandbox_policy(settings), settings.workspace)
+        ToolExecutor(sandbox_policy(settings), settings.workspace, changes=changes)
         if tools is None
-        else ToolExecutor(sandbox_policy(settings), settings.workspace, tools=tools)
+        else ToolExecutor(
+            sandbox_policy(settings), settings.workspace, tools=tools, changes=changes
+        )
     )
     if mcp is not None:
         from rune.tools.mcp.executor import CombinedExecutor, McpExecutor

@@ -29,7 +29,9 @@ above the boundary never sees them::
     │                               sealed by another key
     └── SessionError                the session journal
         ├── SessionLocked           another process is driving the session
-        └── SessionNotFound         no such session
+        ├── SessionNotFound         no such session
+        └── UndoRefused             `rune undo`/`redo` would overwrite a file changed since, or
+                                    has nothing to do (message = the situation, file by file)
 
 Loop stop conditions (iteration limit, circuit breaker) are not exceptions: they end the run
 with ``OperatorResponse(success=False, error=..., error_kind=...)``. A stop the user asks for is
@@ -132,6 +134,10 @@ class SessionLocked(SessionError):
 
 
 class SessionNotFound(SessionError):
+    pass
+
+
+class UndoRefused(SessionError):
     pass
 
 

@@ -15,11 +15,11 @@ from typing import Any
 
 from rune.errors import RuneError, ToolError, ToolInputError
 from rune.messages import thaw
-from rune.tools import checks
+from rune.tools import checks, fs
 from rune.tools.builtin import BUILTIN_TOOLS, BuiltinTool, ToolContext
 from rune.tools.commands import containment
 from rune.tools.sandbox import SandboxPolicy, validate_read_path, validate_write_path
-from rune.tools.spec import PreparedChange, ToolSpec, Trial
+from rune.tools.spec import ChangeRecorder, PreparedChange, ToolSpec, Trial
 
 __all__ = [
     "SandboxPolicy",
@@ -116,6 +116,7 @@ class ToolExecutor:
         *,
         tools: Iterable[BuiltinTool] = BUILTIN_TOOLS,
         contain_commands: bool | None = None,
+        changes: ChangeRecorder | None = None,
     ) -> None:
         self.policy = policy if policy is not None else SandboxPolicy.default()
         self.workspace = Path(os.path.realpath(workspace if workspace is not None else os.getcwd()))
@@ -125,6 +126,8 @@ class ToolExecutor:
         self._specs = tuple(t.spec for t in self._tools.values())
         #: each file this executor changed, with its content before the first change
         self._originals: dict[Path, bytes | None] = {}
+        #: where each applied file change is recorded (the session's undo log), if anywhere
+        self.changes = changes
 
     def specs(self) -> Sequence[ToolSpec]:
         return self._specs
@@ -161,20 +164,55 @@ class ToolExecutor:
         if tool.apply is None:
             raise ToolError(f"{change.tool} is read-only; nothing to apply.")
         if tool.planned is not None:
-            self._remember_original(tool, change.arguments)
+            plan = self._plan(tool, change.arguments)
+            if plan is not None:
+                self._originals.setdefault(plan[0], plan[1])
+                self._keep(change, *plan)
         with _os_errors_as_tool_errors(change.tool):
-            return tool.apply(self._ctx, change)
+            result = tool.apply(self._ctx, change)
+        if tool.planned is not None:
+            self._record(change)
+        return result
 
-    def _remember_original(self, tool: BuiltinTool, arguments: Mapping[str, Any]) -> None:
-        """The content a file had before this executor first changed it (for
-        :meth:`try_before_changes`), as the planner read it (through the sandbox's checks);
-        a file that cannot be planned is not changed either."""
+    def _plan(
+        self, tool: BuiltinTool, arguments: Mapping[str, Any]
+    ) -> tuple[Path, bytes | None, bytes] | None:
+        """The file, its content now and after the change, as the planner reads them (through
+        the sandbox's checks): the original a file had before this executor first changed it
+        (for :meth:`try_before_changes`) and what an undo needs. A file that cannot be planned
+        is not changed either."""
         assert tool.planned is not None
         try:
-            path, before, _ = tool.planned(self._ctx, arguments)
+            return tool.planned(self._ctx, arguments)
         except (RuneError, OSError):
+            return None
+
+    def _keep(self, change: PreparedChange, path: Path, before: bytes | None, after: bytes) -> None:
+        """Hand the recorder the bytes the change replaces and writes, when they are exactly
+        the approved ones and the file is one Rune may read (never a credential file's)."""
+        fingerprint = change.fingerprint
+        if self.changes is None or fingerprint.get("path") != str(path):
             return
-        self._originals.setdefault(path, before)
+        old = None if before is None else fs.digest_bytes(before)
+        if old != fingerprint.get("sha256") or fs.digest_bytes(after) != fingerprint.get(
+            "new_sha256"
+        ):
+            return
+        try:
+            validate_read_path(path, self.policy, self.workspace)
+        except RuneError:
+            return
+        if before is not None:
+            self.changes.keep(before)
+        self.changes.keep(after)
+
+    def _record(self, change: PreparedChange) -> None:
+        fingerprint = change.fingerprint
+        path, before, after = (fingerprint.get(k) for k in ("path", "sha256", "new_sha256"))
+        if self.changes is None or not isinstance(path, str) or not isinstance(after, str):
+            return
+        if before is None or isinstance(before, str):
+            self.changes.applied(change.tool, Path(path), before, after)
 
     def try_before_changes(self, check: str, check_args: Mapping[str, Any]) -> Trial | None:
         """The check run on the workspace as it was before this executor changed any file

@@ -171,6 +171,25 @@ def _tui(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("task", nargs="?", help="a task to start with")
 
 
+def _undo_session(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "session", nargs="?", help="session id (default: the latest one of this workspace)"
+    )
+    parser.add_argument("--workspace", help="project directory (default: the current one)")
+
+
+def _undo(parser: argparse.ArgumentParser) -> None:
+    _undo_session(parser)
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
+        "--all", dest="every", action="store_true", help="undo every change still in effect"
+    )
+    which.add_argument("--step", type=int, metavar="N", help="undo step N's change (see --list)")
+    which.add_argument(
+        "--list", dest="show", action="store_true", help="list the session's changes by step"
+    )
+
+
 # name -> (one-line help, how its options are declared). Only the chosen command's parser is
 # built: building all of them costs more than the rest of `rune --help` together.
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
@@ -184,6 +203,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "mcp": ("start your MCP servers: their state, tools and which ask first", _inspect),
     "config": ("show each effective setting and where it came from", _inspect),
     "tui": ("the full-screen interface", _tui),
+    "undo": ("take back a session's last file change (--all, --step N)", _undo),
+    "redo": ("bring back what the last `rune undo` took back", _undo_session),
 }
 
 

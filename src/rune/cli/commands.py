@@ -23,6 +23,7 @@ from rune.cli.exits import (
     EXIT_USAGE,
 )
 from rune.cli.render import ConsoleReporter, ask_decision, page_text
+from rune.cli.undo import cmd_redo, cmd_undo
 from rune.config import KEYS, ApprovalMode, LoadedConfig, load
 from rune.errors import BackendUnavailable, ConfigError, RuneError
 from rune.messages import OperatorResponse, Outcome
@@ -624,4 +625,6 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "doctor": cmd_doctor,
     "mcp": cmd_mcp,
     "tui": cmd_tui,
+    "undo": cmd_undo,
+    "redo": cmd_redo,
 }

@@ -27,7 +27,9 @@ TOOL_EVENT = "tool_event"  # {"event": ToolEvent.to_json()}
 PENDING = "pending"  # the loop paused: {"state": pending_state}
 DECISION = "decision"  # {"decision": "approved" | "rejected", "reason": str}
 TURN_END = "turn_end"  # {"success", "text", "error", "error_kind", "iterations_used", ...}
-KINDS = frozenset({SESSION, USER, MESSAGE, TOOL_EVENT, PENDING, DECISION, TURN_END})
+CHANGE = "change"  # a file change applied: {"tool", "path", "before", "after"} (sha256 digests)
+UNDO = "undo"  # changes taken back or brought back: {"action", "steps", "files"}
+KINDS = frozenset({SESSION, USER, MESSAGE, TOOL_EVENT, PENDING, DECISION, TURN_END, CHANGE, UNDO})
 
 
 @dataclass(frozen=True, slots=True)

@@ -272,6 +272,35 @@ def atomic_write(
     return target
 
 
+def atomic_remove(
+    path: Path,
+    policy: SandboxPolicy,
+    *,
+    workspace: str | os.PathLike[str] | None = None,
+    expected_digest: str,
+) -> Path:
+    """Validate ``path``, then remove it if it is still a regular file with ``expected_digest``.
+
+    The counterpart of :func:`atomic_write` for taking back a change that created a file
+    (``rune undo``): the same choke point, the same no-follow walk from a policy root, so a
+    symlink or a file that changed since is refused and nothing is removed.
+    """
+    target = validate_write_path(path, policy, workspace)
+    if target != path:
+        raise SandboxDenied(f"Access denied: {path} now resolves to {target}; nothing was removed.")
+    try:
+        with open_parent(target, policy.write_roots, create=False) as parent:
+            if _digest_at(parent, target.name, target) != expected_digest:
+                raise ToolError(f"{target} changed since it was checked; nothing was removed.")
+            os.unlink(target.name, dir_fd=parent)
+            os.fsync(parent)
+    except FileNotFoundError:
+        raise ToolError(f"{target} does not exist; nothing was removed.") from None
+    except OSError as err:
+        raise ToolError(f"cannot remove {target}: {err.strerror or err}.") from None
+    return target
+
+
 @dataclass(frozen=True)
 class Entry:
     """One directory entry as ``lstat`` sees it."""

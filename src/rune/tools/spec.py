@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from rune.messages import freeze, thaw
@@ -132,3 +133,17 @@ class TriesChanges(Protocol):
     ) -> Trial | None: ...
 
     def try_before_changes(self, check: str, check_args: Mapping[str, Any]) -> Trial | None: ...
+
+
+@runtime_checkable
+class ChangeRecorder(Protocol):
+    """Where an executor records each file change it applies, so it can be taken back later
+    (``rune undo``; :mod:`rune.sessions.changes` keeps them in the session).
+
+    ``keep`` is called before the write with the bytes the change replaces and the bytes it
+    writes (only for a file the sandbox lets Rune read); ``applied`` after the write succeeded,
+    with the change's fingerprint digests (``before`` None: the change created the file)."""
+
+    def keep(self, content: bytes) -> None: ...
+
+    def applied(self, tool: str, path: Path, before: str | None, after: str) -> None: ...

@@ -1,0 +1,69 @@
+"""``rune undo`` and ``rune redo``: take back a session's file changes, or bring them back
+(:mod:`rune.sessions.undo` does the work; this is the command line around it)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from rune.cli.exits import EXIT_FAILED, EXIT_OK
+from rune.errors import ConfigError, UndoRefused
+from rune.text import visible
+
+_out = Console(highlight=False, soft_wrap=True)
+_err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _workspace(args: argparse.Namespace) -> Path:
+    workspace = Path(os.path.realpath(args.workspace or os.getcwd()))
+    if not workspace.is_dir():
+        raise ConfigError(f"the workspace {workspace} is not an existing directory")
+    return workspace
+
+
+def _session_id(args: argparse.Namespace, workspace: Path) -> str | None:
+    from rune.app import session_store
+
+    if args.session:
+        return str(args.session)
+    for summary in session_store().list():
+        if summary.workspace and Path(os.path.realpath(summary.workspace)) == workspace:
+            return str(summary.id)
+    return None
+
+
+def _run(args: argparse.Namespace, action: str) -> int:
+    from rune.app import session_store
+    from rune.sessions import undo as undoing
+
+    workspace = _workspace(args)
+    session_id = _session_id(args, workspace)
+    if session_id is None:
+        _err.print(Text(f"no session has worked in {visible(str(workspace), keep='')}"))
+        return EXIT_FAILED
+    with session_store().open(session_id) as session:
+        try:
+            if getattr(args, "show", False):
+                lines = undoing.listing(session, workspace)
+            elif action == "undo":
+                lines = undoing.undo(session, workspace, step=args.step, every=args.every).lines()
+            else:
+                lines = undoing.redo(session, workspace).lines()
+        except UndoRefused as refusal:
+            _err.print(Text.assemble((f"✗ {action} refused: ", "bold red"), str(refusal)))
+            return EXIT_FAILED
+    for line in lines:
+        _out.print(Text(line))
+    return EXIT_OK
+
+
+def cmd_undo(args: argparse.Namespace) -> int:
+    return _run(args, "undo")
+
+
+def cmd_redo(args: argparse.Namespace) -> int:
+    return _run(args, "redo")
