@@ -64,6 +64,8 @@ class Report:
     moves: tuple[Move, ...]
     workspace: Path
     notes: tuple[str, ...] = ()
+    #: files that held what the action leaves already (nothing was written to them)
+    settled: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
         verb = "undid" if self.action == "undo" else "redid"
@@ -72,7 +74,9 @@ class Report:
         lines = [f"{verb} step{plural} {listed} of session {self.session_id}"]
         for move in self.moves:
             name = _shown(move.path, self.workspace)
-            if move.target is None:
+            if move.path in self.settled:
+                lines.append(f"  {name} is already as {self.action} leaves it; nothing written")
+            elif move.target is None:
                 lines.append(f"  removed {name}")
             elif move.source is None:
                 lines.append(f"  recreated {name}")
@@ -231,9 +235,9 @@ def _carry_out(
         raise UndoRefused("\n".join(refusals))
     done: list[_Planned] = []
     try:
-        for item, path, content, settled in writes:
+        for item, path, content, already in writes:
             move = item.move
-            if settled:
+            if already:
                 pass
             elif move.target is None:
                 assert move.source is not None
@@ -253,7 +257,9 @@ def _carry_out(
             f"{action} stopped at {name}: {err} Files {_DONE[action]} before it: {finished}."
         ) from None
     steps = _journal(session, action, done, partial=False)
-    return Report(action, session.id, steps, tuple(i.move for i in done), workspace, tuple(notes))
+    settled = tuple(item.move.path for item, _, _, already in writes if already)
+    moves = tuple(i.move for i in done)
+    return Report(action, session.id, steps, moves, workspace, tuple(notes), settled)
 
 
 def _journal(
