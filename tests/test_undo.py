@@ -90,16 +90,7 @@ def sha(text: str) -> str:
 def test_undo_in_a_new_process_takes_back_the_last_change_then_the_one_before(home: Path) -> None:
     # The workspace is the current directory: `rune undo` finds the session by it.
     (home / "calc.py").write_text(BROKEN)
-    done = rune(
-        home,
-        "run",
-        "--backend",
-        "scripted",
-        "--yes",
-        "fix",
-        script=[FIX, call("write_file", path="docs/notes.txt", content="why\n"), final()],
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    applied(home, home, FIX, call("write_file", path="docs/notes.txt", content="why\n"))
     assert (home / "calc.py").read_text() == FIXED
     assert (home / "docs" / "notes.txt").read_text() == "why\n"
 
@@ -157,9 +148,7 @@ def test_undo_of_a_created_file_refused_when_it_was_deleted_and_recreated_by_han
     assert "-x = 2  # mine" in refused.stderr
 
 
-def test_a_file_deleted_then_created_again_by_rune_is_undone_honestly(
-    home: Path, ws: Path
-) -> None:
+def test_a_file_deleted_then_created_again_by_rune_is_undone_honestly(home: Path, ws: Path) -> None:
     first = call("write_file", path="out.txt", content="first\n")
     session = applied(home, ws, first)
     (ws / "out.txt").unlink()  # the user deletes it; the session goes on and creates it again
@@ -182,7 +171,8 @@ def test_a_file_deleted_then_created_again_by_rune_is_undone_honestly(
     assert listed.stdout.count("undone") == 2
 
 
-def test_undo_all_restores_every_file_to_before_the_session(home: Path, ws: Path) -> None:
+def three_changes(home: Path, ws: Path, *more: dict[str, Any]) -> None:
+    """calc.py fixed (step 1), b.txt rewritten (step 2), calc.py changed again (step 3)."""
     (ws / "b.txt").write_text("b0\n")
     applied(
         home,
@@ -190,8 +180,12 @@ def test_undo_all_restores_every_file_to_before_the_session(home: Path, ws: Path
         FIX,
         call("write_file", path="b.txt", content="b1\n"),
         call("edit_file", path="calc.py", old_text="a + b", new_text="b + a"),
-        call("write_file", path="c.txt", content="c1\n"),
+        *more,
     )
+
+
+def test_undo_all_restores_every_file_to_before_the_session(home: Path, ws: Path) -> None:
+    three_changes(home, ws, call("write_file", path="c.txt", content="c1\n"))
     assert (ws / "calc.py").read_text() == "def add(a, b):\n    return b + a\n"
 
     done = undo(home, ws, "--all")
@@ -204,14 +198,7 @@ def test_undo_all_restores_every_file_to_before_the_session(home: Path, ws: Path
 
 
 def test_undo_step_n_takes_back_that_change_only(home: Path, ws: Path) -> None:
-    (ws / "b.txt").write_text("b0\n")
-    applied(
-        home,
-        ws,
-        FIX,
-        call("write_file", path="b.txt", content="b1\n"),
-        call("edit_file", path="calc.py", old_text="a + b", new_text="b + a"),
-    )
+    three_changes(home, ws)
     done = undo(home, ws, "--step", "2")
     assert done.returncode == 0, done.stderr
     assert (ws / "b.txt").read_text() == "b0\n"
@@ -255,9 +242,7 @@ def test_redo_brings_back_what_undo_took_back_and_refuses_over_a_user_edit(
     assert actions == ["undo", "redo", "undo"]
 
 
-def test_undo_in_a_git_repository_leaves_the_index_and_commits_alone(
-    home: Path, ws: Path
-) -> None:
+def test_undo_in_a_git_repository_leaves_the_index_and_commits_alone(home: Path, ws: Path) -> None:
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(ws)]
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "calc.py"], check=True)
@@ -321,9 +306,7 @@ def _hostile(home: Path, ws: Path, paths: list[str], content: str) -> list[str]:
 def test_a_journal_naming_a_file_outside_the_workspace_is_refused(home: Path, ws: Path) -> None:
     outside = home / "precious.txt"
     outside.write_text("keep me\n")
-    said = _hostile(
-        home, ws, [str(outside), f"{ws}/../precious.txt", "precious.txt"], "keep me\n"
-    )
+    said = _hostile(home, ws, [str(outside), f"{ws}/../precious.txt", "precious.txt"], "keep me\n")
     assert "outside allowed write directories" in said[0]
     assert "outside allowed write directories" in said[1]
     assert "not an absolute path" in said[2]
@@ -407,3 +390,28 @@ def test_changes_are_journaled_in_order_with_their_digests(home: Path, ws: Path)
     assert found.changes[0].before == sha(BROKEN) and found.changes[0].after == sha(FIXED)
     assert found.changes[1].before is None
     assert found.applied == {1, 2}
+
+
+def test_a_front_end_undoes_and_redoes_on_its_own_open_session(tmp_path: Path) -> None:
+    # What the TUI's /undo calls: the executor records into the session it holds open.
+    from rune.sessions.changes import ChangeLog
+    from rune.sessions.undo import redo
+    from rune.sessions.undo import undo as undo_in
+    from rune.tool_executor import SandboxPolicy, ToolExecutor
+
+    ws = (tmp_path / "ws").resolve()
+    ws.mkdir()
+    (ws / "calc.py").write_text(BROKEN)
+    store = SessionStore(tmp_path / "sessions")
+    with store.create(model="m", workspace=str(ws), backend="b") as session:
+        executor = ToolExecutor(SandboxPolicy.workspace_only(ws), ws, changes=ChangeLog(session))
+        edit = {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}
+        executor.apply(executor.prepare("edit_file", edit))
+        assert (ws / "calc.py").read_text() == FIXED
+        assert undo_in(session, ws).lines()[:2] == [
+            f"undid step 1 of session {session.id}",
+            "  restored calc.py",
+        ]
+        assert (ws / "calc.py").read_text() == BROKEN
+        assert redo(session, ws).steps == (1,)
+        assert (ws / "calc.py").read_text() == FIXED

@@ -106,7 +106,8 @@ class ToolExecutor:
     construction), never against a directory the model names. ``contain_commands``: True =
     run_command only inside bubblewrap, False = never, None = whenever bwrap works here.
     The check tools (``run_python``) are offered only where they can run contained: they run
-    without approval because the sandbox makes them read-only.
+    without approval because the sandbox makes them read-only. ``changes`` records each
+    applied file change with what it replaced (the session's undo log, docs/undo.md).
     """
 
     def __init__(

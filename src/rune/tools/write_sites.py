@@ -19,6 +19,9 @@ ALLOWED_WRITE_SITES: frozenset[tuple[str, str]] = frozenset(
     {
         ("rune.tools.fs", "atomic_write"),
         ("rune.tools.fs", "_open_subdir"),
+        # `rune undo` taking back a change that created a file: the same validation, the same
+        # no-follow walk and digest check as atomic_write, then unlink through the parent handle.
+        ("rune.tools.fs", "atomic_remove"),
         # Rune's own state and user-invoked setup, never reachable from a model's tool call:
         # the session journal and its lock, the approval key, the demo project, the canary's
         # scratch workspace.
@@ -28,6 +31,9 @@ ALLOWED_WRITE_SITES: frozenset[tuple[str, str]] = frozenset(
         # the listing's summary cache beside a journal, and `rune sessions rm/prune`, which
         # delete only a session directory under Rune's own data directory
         ("rune.sessions.store", "_write_summary"),
+        # what an applied change replaced and wrote, kept for `rune undo` inside the session's
+        # own directory (named by sha256 digests only, never by a path a model chose)
+        ("rune.sessions.changes", "BlobStore.put"),
         # /dev/null on a standard descriptor the caller closed, or over a stdout whose reader
         # went away: nothing else is opened there
         ("rune.cli", "fill_closed_std_fds"),
