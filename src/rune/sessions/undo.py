@@ -216,7 +216,7 @@ def _carry_out(
     for item in planned:
         move = item.move
         path = _allowed_path(move.path, policy, workspace)
-        now = _current(path, policy)
+        now = _current(path, policy, workspace)
         now_digest = None if now is None else fs.digest_bytes(now)
         if now_digest == move.target:
             writes.append((item, path, None, True))
@@ -250,27 +250,25 @@ def _carry_out(
             done.append(item)
     except RuneError as err:
         if done:
-            _journal(session, action, done, partial=True)
+            _journal(session, action, done, planned)
         name = _shown(item.move.path, workspace)
         finished = ", ".join(_shown(d.move.path, workspace) for d in done) or "none"
         raise UndoRefused(
             f"{action} stopped at {name}: {err} Files {_DONE[action]} before it: {finished}."
         ) from None
-    steps = _journal(session, action, done, partial=False)
+    steps = _journal(session, action, done, planned)
     settled = tuple(item.move.path for item, _, _, already in writes if already)
     moves = tuple(i.move for i in done)
     return Report(action, session.id, steps, moves, workspace, tuple(notes), settled)
 
 
 def _journal(
-    session: Session, action: Action, done: list[_Planned], *, partial: bool
+    session: Session, action: Action, done: list[_Planned], planned: list[_Planned]
 ) -> tuple[int, ...]:
     """Record what was done; after a failure part-way, only the steps whose every file was
     moved count as undone (or redone)."""
-    steps = sorted({s for item in done for s in item.steps})
-    if partial:
-        moved = {item.move.path for item in done}
-        steps = [s for s in steps if all(i.move.path in moved for i in done if s in i.steps)]
+    missed = {s for item in planned if item not in done for s in item.steps}
+    steps = sorted({s for item in done for s in item.steps} - missed)
     record_reversal(session, action, steps, [item.move for item in done])
     return tuple(steps)
 
@@ -293,11 +291,21 @@ def _allowed_path(raw: str, policy: SandboxPolicy, workspace: Path) -> Path:
     return resolved
 
 
-def _current(path: Path, policy: SandboxPolicy) -> bytes | None:
+def _current(path: Path, policy: SandboxPolicy, workspace: Path) -> bytes | None:
+    """What the file holds now (None: no file), read without following a symlink."""
     try:
-        return fs.read_existing(path, policy.write_roots, MAX_KEPT_BYTES)
+        with fs.open_parent(path, policy.write_roots, create=False) as parent:
+            found = fs.read_at(parent, path.name, path, MAX_KEPT_BYTES)
+    except FileNotFoundError:
+        return None
     except RuneError as err:
         raise UndoRefused(f"{err} Nothing was restored.") from None
+    if found.truncated:
+        raise UndoRefused(
+            f"{_shown(str(path), workspace)} is {found.size} bytes now, more than Rune ever "
+            "wrote there: it changed since. Nothing was restored."
+        )
+    return found.data
 
 
 def _describe(content: bytes | None, digest: str | None) -> str:
