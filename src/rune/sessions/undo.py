@@ -132,7 +132,7 @@ def _undo_plan(found: History, targets: Sequence[Change]) -> tuple[list[_Planned
     return planned, notes
 
 
-def _refuse_later_changes(found: History, targets: Sequence[Change]) -> None:
+def _refuse_later_changes(found: History, targets: Sequence[Change], workspace: Path) -> None:
     chosen = {c.step for c in targets}
     for change in targets:
         later = [
@@ -145,7 +145,7 @@ def _refuse_later_changes(found: History, targets: Sequence[Change]) -> None:
         ]
         if later:
             raise UndoRefused(
-                f"{_steps(later)} changed {for_display(change.path, keep='')} after step "
+                f"{_steps(later)} changed {_shown(change.path, workspace)} after step "
                 f"{change.step}; undo {'it' if len(later) == 1 else 'them'} first (or use "
                 "--all). Nothing was restored."
             )
@@ -188,7 +188,7 @@ def undo(
         made = len(found.changes)
         why = "it changed no file" if not made else f"its {made} change(s) are all undone"
         raise UndoRefused(f"nothing to undo in session {session.id}: {why}")
-    _refuse_later_changes(found, targets)
+    _refuse_later_changes(found, targets, here)
     planned, notes = _undo_plan(found, targets)
     return _carry_out(session, here, "undo", planned, notes)
 
