@@ -415,3 +415,27 @@ def test_a_front_end_undoes_and_redoes_on_its_own_open_session(tmp_path: Path) -
         assert (ws / "calc.py").read_text() == BROKEN
         assert redo(session, ws).steps == (1,)
         assert (ws / "calc.py").read_text() == FIXED
+
+
+def test_nothing_is_kept_of_a_file_rune_may_not_read(tmp_path: Path) -> None:
+    # A policy that may write a directory it may not read: the change is made (approved) and
+    # recorded, but what the file held is not copied into the session.
+    from rune.sessions.changes import ChangeLog
+    from rune.tool_executor import SandboxPolicy, ToolExecutor
+
+    ws, unread = (tmp_path / "ws").resolve(), (tmp_path / "unread").resolve()
+    ws.mkdir()
+    unread.mkdir()
+    (unread / "token.txt").write_text("s3cr3t\n")
+    store = SessionStore(tmp_path / "sessions")
+    with store.create(model="m", workspace=str(ws), backend="b") as session:
+        policy = SandboxPolicy(read_roots=[ws], write_roots=[ws, unread])
+        executor = ToolExecutor(policy, ws, changes=ChangeLog(session))
+        change = executor.prepare(
+            "write_file", {"path": str(unread / "token.txt"), "content": "x\n"}
+        )
+        executor.apply(change)
+        blobs = BlobStore(session.directory)
+        assert not blobs.has(sha("s3cr3t\n")) and not blobs.has(sha("x\n"))
+        (recorded,) = history(session.records).changes
+        assert recorded.before == sha("s3cr3t\n")
