@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "rune.text": 0,
     "rune.limits": 0,
     "rune.calls": 0,
+    "rune.stop": 0,
     "rune.transport": 1,
     "rune.tools": 1,
     "rune.tool_executor": 1,
@@ -54,10 +55,11 @@ LAYERS: dict[str, int] = {
     "rune.view": 5,
     "rune.cli": 6,
     "rune.tui": 6,
+    "rune.acp": 6,
 }
 # The edges may not reach past the composition root into concrete parts.
 EDGE_FORBIDDEN = ("rune.transport", "rune.tools", "rune.tool_executor", "rune.embedded")
-HEAVY = ("httpx", "pydantic", "textual", "rich", "platformdirs", "mcp")
+HEAVY = ("httpx", "pydantic", "textual", "rich", "platformdirs", "mcp", "acp")
 
 
 def layer(module: str) -> int:
@@ -176,7 +178,7 @@ def test_no_two_modules_import_each_other() -> None:
 
 @pytest.mark.parametrize(
     "path",
-    [p for p in MODULES if module_name(p).startswith(("rune.cli", "rune.tui"))],
+    [p for p in MODULES if module_name(p).startswith(("rune.cli", "rune.tui", "rune.acp"))],
     ids=lambda p: module_name(p),
 )
 def test_cli_and_tui_only_reach_concrete_parts_through_the_app(path: Path) -> None:

@@ -190,6 +190,12 @@ def _undo(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _acp(parser: argparse.ArgumentParser) -> None:
+    _backend_options(parser)
+    _loop_options(parser)
+    _sandbox_options(parser)
+
+
 # name -> (one-line help, how its options are declared). Only the chosen command's parser is
 # built: building all of them costs more than the rest of `rune --help` together.
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
@@ -205,6 +211,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "tui": ("the full-screen interface", _tui),
     "undo": ("take back a session's last file change (--all, --step N)", _undo),
     "redo": ("bring back what the last `rune undo` took back", _undo_session),
+    "acp": ("serve an editor (Zed...) over the Agent Client Protocol on stdio", _acp),
 }
 
 

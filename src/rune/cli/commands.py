@@ -614,6 +614,24 @@ def cmd_tui(args: argparse.Namespace) -> int:
     return app.return_code or EXIT_OK
 
 
+def cmd_acp(args: argparse.Namespace) -> int:
+    """Serve the Agent Client Protocol on stdio (docs/acp.md); each editor session is a Rune
+    session in the directory the editor names."""
+    try:
+        from rune.acp.server import serve
+    except ImportError as error:
+        err.print(
+            Text(
+                f"rune acp needs the Agent Client Protocol SDK ({error}); install it with: "
+                "pip install 'rune-agent[acp]'",
+                style="bold red",
+            )
+        )
+        return EXIT_USAGE
+    load_config(args)  # a bad flag or config file is said now, on stderr, not per session
+    return serve(lambda extra: load_config(args, warn=False, **extra))
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": cmd_run,
     "demo": cmd_demo,
@@ -627,4 +645,5 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "tui": cmd_tui,
     "undo": cmd_undo,
     "redo": cmd_redo,
+    "acp": cmd_acp,
 }

@@ -151,6 +151,12 @@ class RuneOperator:
         """The conversation so far, without the system context (plain dicts, copies)."""
         return [thaw(m) for m in self._history]
 
+    @property
+    def turn_starts(self) -> list[int]:
+        """Where each user turn starts in :attr:`history` (later user messages may be tool
+        results fed back as text)."""
+        return list(self._turn_starts)
+
     # --- contributors -------------------------------------------------------------------
 
     def context_blocks(self) -> list[ContextBlock]:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from rune.errors import ToolError, ToolInputError
 from rune.messages import thaw
+from rune.stop import stop_requested
 from rune.tools.base import Args, BuiltinTool, ToolContext, integer_arg, object_schema, string_arg
 from rune.tools.containment import Plan, after_run, describe, plan_mounts, scrubbed_environment
 from rune.tools.display import escape_hidden, for_display, hidden_note
@@ -168,6 +169,8 @@ class Outcome:
     head: bytes
     tail: bytes
     total: int
+    #: the user stopped the turn (``rune.stop``) while it ran: it was killed
+    stopped: bool = False
 
 
 class _CappedOutput:
@@ -239,7 +242,7 @@ def run_captured(
     assert proc.stdout is not None
     output = _CappedOutput()
     deadline = time.monotonic() + timeout
-    timed_out = False
+    timed_out = stopped = False
     try:
         with proc.stdout, selectors.DefaultSelector() as selector:
             selector.register(proc.stdout, selectors.EVENT_READ)
@@ -250,6 +253,9 @@ def run_captured(
                     deadline = min(deadline, now + EXIT_GRACE)
                 if now >= deadline:
                     timed_out = proc.returncode is None
+                    break
+                if stop_requested():
+                    stopped = proc.poll() is None
                     break
                 if selector.select(timeout=min(deadline - now, 0.2)):
                     chunk = os.read(fd, 65536)
@@ -268,8 +274,10 @@ def run_captured(
         # Whatever is left of the group (background jobs, a timed-out command) goes now.
         _kill_group(proc.pid)
         proc.wait()
-    code = None if timed_out else proc.returncode
-    return Outcome(code, timed_out, bytes(output.head), bytes(output.tail), output.total)
+    code = None if timed_out or stopped else proc.returncode
+    return Outcome(
+        code, timed_out, bytes(output.head), bytes(output.tail), output.total, stopped=stopped
+    )
 
 
 def format_outcome(outcome: Outcome, timeout: float) -> str:
@@ -284,6 +292,8 @@ def format_outcome(outcome: Outcome, timeout: float) -> str:
     text, hidden = escape_hidden("".join(parts).rstrip("\n"))
     if outcome.timed_out:
         status = f"[timed out after {timeout:g} s; it and everything it started were killed]"
+    elif outcome.stopped:
+        status = "[stopped by the user; it and everything it started were killed]"
     else:
         status = f"[exit code {outcome.exit_code}]"
     return "\n".join(p for p in (text or "(no output)", hidden_note(hidden), status) if p)
@@ -391,6 +401,8 @@ def run_contained(
 def apply_command(ctx: ToolContext, change: PreparedChange) -> str:
     outcome, warnings = run_approved(ctx, change)
     report = format_outcome(outcome, int(change.fingerprint["timeout"]))
+    if outcome.stopped:
+        raise ToolError(report)  # the user stopped the turn: the call failed, say how far it got
     return "\n".join([report, *(for_display(w, keep="") for w in warnings)])
 
 
