@@ -38,6 +38,8 @@ ALLOWED_WRITE_SITES: frozenset[tuple[str, str]] = frozenset(
         # went away: nothing else is opened there
         ("rune.cli", "fill_closed_std_fds"),
         ("rune.cli", "silence_stdout"),
+        # `rune acp`: the protocol's stream, a duplicate of stdout taken at start (no path)
+        ("rune.acp.server", "_serve"),
         ("rune.sessions.store", "SessionStore.remove"),
         ("rune.seal", "_create_key"),
         ("rune.demo", "create_demo_project"),
