@@ -438,3 +438,43 @@ def test_rune_acp_without_the_sdk_says_how_to_install_it(home: Path) -> None:
     assert done.returncode == 2
     assert "rune-agent[acp]" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_mcp_server_the_editor_passes_is_started_and_its_tools_run(
+    home: Path, workspace: Path
+) -> None:
+    time_server = Path(sys.executable).with_name("mcp-server-time")
+    if not time_server.exists():
+        pytest.skip("mcp-server-time is not installed (the dev extra installs it)")
+    script = [call("clock__get_current_time", timezone="UTC"), final("it is now")]
+    client = EditorClient(option_of("allow_once"))
+
+    async def play() -> tuple[str, int]:
+        async with await connect(client, home, script) as (conn, _process):
+            await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+            server = schema.McpServerStdio(
+                name="clock", command=str(time_server), args=["--local-timezone", "UTC"], env=[]
+            )
+            session = await conn.new_session(cwd=str(workspace), mcp_servers=[server])
+            done = await conn.prompt(
+                session_id=session.session_id, prompt=[acp.text_block("time?")]
+            )
+            with pytest.raises(acp.RequestError) as raised:
+                await conn.new_session(
+                    cwd=str(workspace),
+                    mcp_servers=[
+                        schema.HttpMcpServer(type="http", name="web", url="http://x", headers=[])
+                    ],
+                )
+            return done.stop_reason, raised.value.code
+
+    assert asyncio.run(play()) == ("end_turn", -32602)
+    (clock,) = client.calls()
+    assert clock.title == "clock__get_current_time"
+    finished = [
+        u
+        for u in client.updates
+        if isinstance(u, schema.ToolCallProgress) and u.tool_call_id == clock.tool_call_id
+    ]
+    assert finished[-1].status == "completed", finished[-1]
+    assert json.loads(finished[-1].raw_output["output"])["timezone"] == "UTC"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import itertools
 import os
@@ -34,7 +35,7 @@ from rune import events as ev
 from rune.acp import updates
 from rune.acp.updates import Update
 from rune.app import FILE_EDIT_TOOLS, Rune, auto_approves, open_rune
-from rune.config import ApprovalMode, LoadedConfig
+from rune.config import ApprovalMode, LoadedConfig, McpServerConfig
 from rune.errors import (
     CallCancelled,
     ConfigError,
@@ -155,6 +156,27 @@ def prompt_text(blocks: list[Any]) -> str:
     return text
 
 
+def client_mcp_servers(servers: list[Any] | None) -> tuple[McpServerConfig, ...]:
+    """The MCP servers the editor passes, as Rune's own config would declare them: started
+    the same way (inside bubblewrap where it works, no network, tools that ask first)."""
+    found: list[McpServerConfig] = []
+    for server in servers or ():
+        if not isinstance(server, schema.McpServerStdio):
+            raise _invalid("Rune starts stdio MCP servers only (no http, no sse)")
+        try:
+            found.append(
+                McpServerConfig(
+                    name=server.name,
+                    command=server.command,
+                    args=tuple(server.args),
+                    env={variable.name: variable.value for variable in server.env},
+                )
+            )
+        except ValueError as err:
+            raise _invalid(f"MCP server {server.name!r}: {err}") from None
+    return tuple(found)
+
+
 def permission_options(pending: PendingApproval) -> list[schema.PermissionOption]:
     """Allow once, allow for the session, reject. "For the session" is Rune's own rule: a file
     edit turns on what ``--yes`` approves, a command what ``--yes --yes`` approves; a sensitive
@@ -214,14 +236,15 @@ class RuneAgent:
     async def new_session(
         self, cwd: str, mcp_servers: Any = None, **_: Any
     ) -> schema.NewSessionResponse:
-        live = await self._open(checked_cwd(cwd), None)
+        live = await self._open(checked_cwd(cwd), None, client_mcp_servers(mcp_servers))
         return schema.NewSessionResponse(session_id=live.session_id)
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **_: Any
     ) -> schema.LoadSessionResponse:
         workspace = checked_cwd(cwd)
-        live = self._sessions.get(session_id) or await self._open(workspace, session_id)
+        servers = client_mcp_servers(mcp_servers)
+        live = self._sessions.get(session_id) or await self._open(workspace, session_id, servers)
         if live.rune.workspace != workspace:
             raise _invalid(
                 f"session {session_id} works in {live.rune.workspace}, not in {workspace}"
@@ -271,11 +294,17 @@ class RuneAgent:
             raise _invalid(f"no open session {session_id!r}: session/new or session/load first")
         return live
 
-    async def _open(self, workspace: Path, session_id: str | None) -> LiveSession:
+    async def _open(
+        self, workspace: Path, session_id: str | None, servers: tuple[McpServerConfig, ...]
+    ) -> LiveSession:
         try:
             loaded = self._load({"workspace": str(workspace)})
         except ConfigError as err:
             raise _invalid(str(err)) from None
+        # A server of the user's own config wins over the editor's of the same name.
+        configured = {server.name for server in loaded.mcp_servers}
+        extra = tuple(server for server in servers if server.name not in configured)
+        loaded = dataclasses.replace(loaded, mcp_servers=(*loaded.mcp_servers, *extra))
         stack = ExitStack()
         try:
             rune = await asyncio.to_thread(
