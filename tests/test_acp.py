@@ -111,6 +111,26 @@ async def connect(
     )
 
 
+def one_prompt(
+    client: EditorClient,
+    home: Path,
+    workspace: Path,
+    script: list[dict[str, Any]],
+    text: str,
+    *flags: str,
+) -> str:
+    """A new session in ``workspace`` and one prompt: how the turn stopped."""
+
+    async def play() -> str:
+        async with await connect(client, home, script, *flags) as (conn, _process):
+            await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+            session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
+            done = await conn.prompt(session_id=session.session_id, prompt=[acp.text_block(text)])
+            return str(done.stop_reason)
+
+    return asyncio.run(play())
+
+
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     path = tmp_path / "home"
@@ -264,17 +284,7 @@ def test_allow_for_the_session_approves_later_edits_but_never_a_sensitive_one(
         final("three files"),
     ]
     client = EditorClient(in_turn(["allow_always", "reject_once"]))
-
-    async def play() -> str:
-        async with await connect(client, home, script) as (conn, _process):
-            await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
-            session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
-            done = await conn.prompt(
-                session_id=session.session_id, prompt=[acp.text_block("write")]
-            )
-            return done.stop_reason
-
-    assert asyncio.run(play()) == "end_turn"
+    assert one_prompt(client, home, workspace, script, "write") == "end_turn"
     assert (workspace / "a.txt").exists() and (workspace / "b.txt").exists()
     assert not (workspace / "AGENTS.md").exists()
     # a.txt asked (allowed for the session), b.txt did not, AGENTS.md asked without that choice
@@ -293,15 +303,7 @@ def test_yes_approves_edits_without_asking_but_asks_for_a_sensitive_one(
         final("done"),
     ]
     client = EditorClient(lambda _call, _options: None)  # the editor cancels the request
-
-    async def play() -> str:
-        async with await connect(client, home, script, "--yes", "--yes") as (conn, _process):
-            await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
-            session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
-            done = await conn.prompt(session_id=session.session_id, prompt=[acp.text_block("go")])
-            return done.stop_reason
-
-    assert asyncio.run(play()) == "cancelled"
+    assert one_prompt(client, home, workspace, script, "go", "--yes", "--yes") == "cancelled"
     assert (workspace / "a.txt").read_text(encoding="utf-8") == "a\n"
     assert not (workspace / "conftest.py").exists()
     assert len(client.asked) == 1

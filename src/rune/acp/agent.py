@@ -20,7 +20,6 @@ import contextlib
 import dataclasses
 import functools
 import itertools
-import os
 import threading
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
@@ -33,6 +32,13 @@ from acp import PROTOCOL_VERSION, Client, RequestError, schema
 from rune import __version__
 from rune import events as ev
 from rune.acp import updates
+from rune.acp.inputs import (
+    call_arguments,
+    checked_cwd,
+    client_mcp_servers,
+    invalid,
+    prompt_text,
+)
 from rune.acp.updates import Update
 from rune.app import FILE_EDIT_TOOLS, Rune, auto_approves, open_rune
 from rune.config import ApprovalMode, LoadedConfig, McpServerConfig
@@ -46,10 +52,6 @@ from rune.errors import (
 from rune.messages import OperatorResponse, PendingApproval, ToolRequest
 from rune.stop import stoppable
 
-#: how much text one prompt may carry (the model's window is far smaller)
-MAX_PROMPT_CHARS = 1_000_000
-#: the longest working directory a client may name
-MAX_PATH_CHARS = 4096
 #: what a cancelled approval tells the model
 CANCELLED_REASON = "the user cancelled the turn"
 ALLOW, ALLOW_SESSION, REJECT = "allow", "allow-session", "reject"
@@ -113,68 +115,8 @@ class LiveSession:
         return None
 
 
-def _invalid(details: str) -> RequestError:
-    return RequestError.invalid_params({"details": details})
-
-
 def _failed(err: RuneError) -> RequestError:
     return RequestError(-32603, f"{err.kind}: {err}")
-
-
-def checked_cwd(cwd: Any) -> Path:
-    """The client's working directory, when it can be a workspace (the sandbox does the rest)."""
-    if not isinstance(cwd, str) or not cwd or len(cwd) > MAX_PATH_CHARS or "\0" in cwd:
-        raise _invalid("cwd must be an absolute path")
-    path = Path(cwd)
-    if not path.is_absolute():
-        raise _invalid(f"cwd must be an absolute path, not {cwd!r}")
-    if not path.is_dir():
-        raise _invalid(f"cwd {cwd!r} is not an existing directory")
-    return Path(os.path.realpath(path))
-
-
-def prompt_text(blocks: list[Any]) -> str:
-    """The user's message: text, and the text of files the editor attached. Rune reads files
-    itself, inside its sandbox: a linked file is named, never read here."""
-    parts: list[str] = []
-    for block in blocks:
-        if isinstance(block, schema.TextContentBlock):
-            parts.append(block.text)
-        elif isinstance(block, schema.ResourceContentBlock):
-            parts.append(f"(file: {block.uri})")
-        elif isinstance(block, schema.EmbeddedResourceContentBlock) and isinstance(
-            block.resource, schema.TextResourceContents
-        ):
-            parts.append(f"<file uri={block.resource.uri!r}>\n{block.resource.text}\n</file>")
-        else:
-            raise _invalid(f"Rune takes text and text files only, not {block.type} content")
-    text = "\n".join(parts)
-    if not text.strip():
-        raise _invalid("the prompt is empty")
-    if len(text) > MAX_PROMPT_CHARS:
-        raise _invalid(f"the prompt is longer than {MAX_PROMPT_CHARS} characters")
-    return text
-
-
-def client_mcp_servers(servers: list[Any] | None) -> tuple[McpServerConfig, ...]:
-    """The MCP servers the editor passes, as Rune's own config would declare them: started
-    the same way (inside bubblewrap where it works, no network, tools that ask first)."""
-    found: list[McpServerConfig] = []
-    for server in servers or ():
-        if not isinstance(server, schema.McpServerStdio):
-            raise _invalid("Rune starts stdio MCP servers only (no http, no sse)")
-        try:
-            found.append(
-                McpServerConfig(
-                    name=server.name,
-                    command=server.command,
-                    args=tuple(server.args),
-                    env={variable.name: variable.value for variable in server.env},
-                )
-            )
-        except ValueError as err:
-            raise _invalid(f"MCP server {server.name!r}: {err}") from None
-    return tuple(found)
 
 
 def permission_options(pending: PendingApproval) -> list[schema.PermissionOption]:
@@ -186,7 +128,7 @@ def permission_options(pending: PendingApproval) -> list[schema.PermissionOption
         name = (
             "Allow file edits in the workspace for this session (like --yes)"
             if pending.name in FILE_EDIT_TOOLS
-            else "Allow commands and edits for this session (like --yes --yes)"
+            else "Allow every command and change for this session (like --yes --yes)"
         )
         options.append(
             schema.PermissionOption(option_id=ALLOW_SESSION, name=name, kind="allow_always")
@@ -246,7 +188,7 @@ class RuneAgent:
         servers = client_mcp_servers(mcp_servers)
         live = self._sessions.get(session_id) or await self._open(workspace, session_id, servers)
         if live.rune.workspace != workspace:
-            raise _invalid(
+            raise invalid(
                 f"session {session_id} works in {live.rune.workspace}, not in {workspace}"
             )
         await self._replay(live)
@@ -291,7 +233,7 @@ class RuneAgent:
     def _live(self, session_id: Any) -> LiveSession:
         live = self._sessions.get(session_id) if isinstance(session_id, str) else None
         if live is None:
-            raise _invalid(f"no open session {session_id!r}: session/new or session/load first")
+            raise invalid(f"no open session {session_id!r}: session/new or session/load first")
         return live
 
     async def _open(
@@ -300,7 +242,7 @@ class RuneAgent:
         try:
             loaded = self._load({"workspace": str(workspace)})
         except ConfigError as err:
-            raise _invalid(str(err)) from None
+            raise invalid(str(err)) from None
         # A server of the user's own config wins over the editor's of the same name.
         configured = {server.name for server in loaded.mcp_servers}
         extra = tuple(server for server in servers if server.name not in configured)
@@ -311,7 +253,7 @@ class RuneAgent:
                 stack.enter_context, open_rune(loaded, session_id=session_id, title="editor")
             )
         except SessionNotFound as err:
-            raise _invalid(str(err)) from None
+            raise invalid(str(err)) from None
         except SessionLocked as err:
             raise RequestError.invalid_request({"details": str(err)}) from None
         except RuneError as err:
@@ -350,10 +292,9 @@ class RuneAgent:
                     self._post(live, updates.message(content))
                 for call in message.get("tool_calls") or ():
                     function = call.get("function") or {}
-                    arguments = function.get("arguments")
                     request = ToolRequest(
                         str(function.get("name") or "tool"),
-                        arguments if isinstance(arguments, dict) else {},
+                        call_arguments(function.get("arguments")),
                     )
                     start = updates.started(live.next_id(), request)
                     self._post(live, start.model_copy(update={"status": "completed"}))
