@@ -264,6 +264,11 @@ def test_the_session_goes_on_in_the_cli_and_back(home: Path, workspace: Path) ->
     async def back() -> None:
         async with await connect(client, home, script) as (conn, _process):
             await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+            # another directory is refused, and leaves the session free to load where it works
+            with pytest.raises(acp.RequestError) as raised:
+                await conn.load_session(cwd=str(home), session_id=session_id, mcp_servers=[])
+            assert raised.value.code == -32602
+            assert "works in" in json.dumps(raised.value.data)
             await conn.load_session(cwd=str(workspace), session_id=session_id, mcp_servers=[])
 
     asyncio.run(back())

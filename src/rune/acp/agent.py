@@ -178,7 +178,8 @@ class RuneAgent:
     async def new_session(
         self, cwd: str, mcp_servers: Any = None, **_: Any
     ) -> schema.NewSessionResponse:
-        live = await self._open(checked_cwd(cwd), None, client_mcp_servers(mcp_servers))
+        workspace = checked_cwd(cwd)
+        live = await self._open(workspace, None, client_mcp_servers(mcp_servers))
         return schema.NewSessionResponse(session_id=live.session_id)
 
     async def load_session(
@@ -187,10 +188,8 @@ class RuneAgent:
         workspace = checked_cwd(cwd)
         servers = client_mcp_servers(mcp_servers)
         live = self._sessions.get(session_id) or await self._open(workspace, session_id, servers)
-        if live.rune.workspace != workspace:
-            raise invalid(
-                f"session {session_id} works in {live.rune.workspace}, not in {workspace}"
-            )
+        if live.rune.workspace != workspace:  # (open already refused a session it opened)
+            raise invalid(self._elsewhere(live, workspace))
         await self._replay(live)
         return schema.LoadSessionResponse()
 
@@ -239,8 +238,10 @@ class RuneAgent:
     async def _open(
         self, workspace: Path, session_id: str | None, servers: tuple[McpServerConfig, ...]
     ) -> LiveSession:
+        """Open a new session in ``workspace``, or reopen ``session_id``, which must work
+        there (its recorded workspace is kept, as ``rune resume`` keeps it)."""
         try:
-            loaded = self._load({"workspace": str(workspace)})
+            loaded = self._load({"workspace": str(workspace)} if session_id is None else {})
         except ConfigError as err:
             raise invalid(str(err)) from None
         # A server of the user's own config wins over the editor's of the same name.
@@ -252,13 +253,16 @@ class RuneAgent:
             rune = await asyncio.to_thread(
                 stack.enter_context, open_rune(loaded, session_id=session_id, title="editor")
             )
-        except SessionNotFound as err:
+        except (SessionNotFound, ConfigError) as err:
             raise invalid(str(err)) from None
         except SessionLocked as err:
             raise RequestError.invalid_request({"details": str(err)}) from None
         except RuneError as err:
             raise _failed(err) from None
         live = LiveSession(rune, stack, mode=loaded.settings.approval)
+        if rune.workspace != workspace:
+            await asyncio.to_thread(stack.close)
+            raise invalid(self._elsewhere(live, workspace))
         self._loop = asyncio.get_running_loop()
         rune.relay.target = self._sink(live)
         live.pump = asyncio.create_task(self._pump(live))
@@ -266,6 +270,10 @@ class RuneAgent:
         for warning in rune.startup_warnings():
             self._post(live, updates.message(f"warning: {warning}\n"))
         return live
+
+    @staticmethod
+    def _elsewhere(live: LiveSession, workspace: Path) -> str:
+        return f"session {live.session_id} works in {live.rune.workspace}, not in {workspace}"
 
     async def close_all(self) -> None:
         """Stop every turn and close every session (the client went away)."""
