@@ -21,6 +21,8 @@ above the boundary never sees them::
     │   ├── ToolInputError          unknown tool, missing or wrongly typed arguments
     │   ├── SandboxDenied           the sandbox refused a path: outside the roots, blocked,
     │   │                           a credential store, protected, or odd syntax (message = denial)
+    │   ├── CommandFailed           an approved command exited non-zero or timed out (message =
+    │   │                           its output; ``exit_code``)
     │   └── McpError                an MCP server did not start, crashed, timed out or answered
     │                               malformed
     ├── ApprovalError               a pending approval cannot be resumed
@@ -106,6 +108,15 @@ class ToolInputError(ToolError):
 
 class SandboxDenied(ToolError):
     pass
+
+
+class CommandFailed(ToolError):
+    """An approved command ran and exited non-zero (``exit_code``) or timed out (None). The
+    model reads its output as the error; the run cannot be called done on it."""
+
+    def __init__(self, report: str, exit_code: int | None) -> None:
+        super().__init__(report)
+        self.exit_code = exit_code
 
 
 class McpError(ToolError):

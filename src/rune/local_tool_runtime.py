@@ -25,13 +25,19 @@ with an error the model reads.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from rune import constrained, fallback, repair
+from rune import constrained, fallback, outcome, repair
 from rune import events as ev
 from rune.calls import is_unusable, native_request, tool_request, unusable_error
-from rune.errors import ConfigError, RuneError, SandboxDenied, ToolsUnsupported
+from rune.errors import (
+    CommandFailed,
+    ConfigError,
+    RuneError,
+    SandboxDenied,
+    ToolsUnsupported,
+)
 from rune.limits import MAX_CALLS_PER_TURN, MAX_ITERATIONS, MIN_ITERATIONS
 from rune.messages import (
     ChatResult,
@@ -76,8 +82,6 @@ _TEXT_SOURCES = ("text-fallback", "constrained")
 REJECTED = "rejected by the operator: "
 #: failed checks in one run after which the model may answer anyway (see _answer_withheld)
 MAX_FAILED_CHECKS = 2
-#: how the unfinished work of a failed check is recorded (its error follows)
-CHECK_FAILED = "check failed: "
 
 
 def breaker_message(name: str, count: int) -> str:
@@ -105,27 +109,12 @@ class RequestShaper(Protocol):
     def observe(self, shaped: ShapedRequest, result: ChatResult) -> None: ...
 
 
-def unfinished_change_note(error: str) -> str:
-    if error.startswith(CHECK_FAILED):
-        what = f"Your last check failed: {error.removeprefix(CHECK_FAILED)}"
-    else:
-        what = f"Your last change was not made: {error}"
+def unfinished_note(problem: outcome.Problem) -> str:
+    """The one reminder a model gets when it answers right after a failure."""
     return (
-        f"{what} The task is not finished. Send a corrected change, or answer saying why it "
-        "cannot be done."
+        f"Not done yet: {problem.reason}: {problem.detail} The task is not finished. Send a "
+        "corrected change, or answer saying why it cannot be done."
     )
-
-
-def incomplete_reason(unfinished: str | None) -> str | None:
-    """Why an answer leaves the task unfinished, in a few words (the error itself was shown
-    when the change failed)."""
-    if unfinished is None:
-        return None
-    if unfinished.startswith(REJECTED):
-        return f"the last change was rejected ({unfinished.removeprefix(REJECTED)})"
-    if unfinished.startswith(CHECK_FAILED):
-        return "the model's own check of its change failed"
-    return "the last change failed"
 
 
 class LocalToolRuntime:
@@ -175,6 +164,13 @@ class LocalToolRuntime:
         self._schemas = [spec.schema() for spec in executor.specs()]
         self._turn_schema = constrained.turn_schema(executor.specs())
         self._check_tools = frozenset(spec.name for spec in executor.specs() if spec.checks)
+        self._kinds = outcome.ToolKinds(
+            changes=frozenset(
+                s.name for s in executor.specs() if s.mutating and not (s.command or s.checks)
+            ),
+            commands=frozenset(s.name for s in executor.specs() if s.command),
+            checks=self._check_tools,
+        )
         self._unanswerable_schema = constrained.turn_schema(executor.specs(), answer=False)
         self._change_schema = constrained.turn_schema(
             [spec for spec in executor.specs() if spec.mutating], answer=False
@@ -245,7 +241,6 @@ class LocalToolRuntime:
             return self._failure_before_loop(err)
         state, request = pending.loop_state(), pending.request
         message = f"{REJECTED}{reason.strip() or '(no reason given)'}"
-        state.unfinished_change = message
         self._finish(
             state, request, "rejected", message, error=message, preview=pending.change.preview
         )
@@ -378,7 +373,7 @@ class LocalToolRuntime:
             return None
         if parsed.error is not None and state.protocol == TEXT_FALLBACK:
             return self._protocol_error(state, parsed.error)
-        return self._answer(state, parsed.visible_text)
+        return self._answer(state, parsed.visible_text, result.done_reason)
 
     def _owes_check(self, state: LoopState, name: str) -> bool:
         """Whether a call of ``name`` leaves a change to check (see :meth:`_answer_withheld`)."""
@@ -425,7 +420,7 @@ class LocalToolRuntime:
             state.new_turn([_constrained_request(turn)])
             return None
         if turn.answer is not None:
-            return self._answer(state, turn.answer)
+            return self._answer(state, turn.answer, done_reason)
         error = turn.error or "the reply could not be read"
         if done_reason == "length":
             error += "; the reply hit the output token limit"
@@ -566,9 +561,6 @@ class LocalToolRuntime:
         self, state: LoopState, request: ToolRequest, output: str, *, preview: str | None = None
     ) -> None:
         state.streak_signature, state.streak_count = None, 0
-        if self.executor.is_mutating(request.name) or request.name in self._check_tools:
-            # (a check that passes is the model's evidence that the work is done)
-            state.unfinished_change = None
         self._finish(state, request, "done", output, output=output, preview=preview)
 
     def _record_failure(
@@ -581,11 +573,16 @@ class LocalToolRuntime:
     ) -> OperatorResponse | None:
         message = str(err) if isinstance(err, RuneError) else f"internal error: {err!r}"
         status: ToolStatus = "denied" if isinstance(err, SandboxDenied) else "failed"
-        if self.executor.is_mutating(request.name):
-            state.unfinished_change = message
-        elif request.name in self._check_tools:
-            state.unfinished_change = CHECK_FAILED + message
-        self._finish(state, request, status, f"Error: {message}", error=message, preview=preview)
+        exit_code = err.exit_code if isinstance(err, CommandFailed) else None
+        self._finish(
+            state,
+            request,
+            status,
+            f"Error: {message}",
+            error=message,
+            preview=preview,
+            exit_code=exit_code,
+        )
         return self._count_failure(state, request.name, request.signature)
 
     def _finish(
@@ -598,6 +595,7 @@ class LocalToolRuntime:
         output: str | None = None,
         error: str | None = None,
         preview: str | None = None,
+        exit_code: int | None = None,
     ) -> None:
         """A call's end: ``result`` answers it, its event is recorded and sent."""
         if status != "rejected" and self._owes_check(state, request.name):
@@ -606,6 +604,8 @@ class LocalToolRuntime:
             )
         self._answer_call(state, request, result, ok=status == "done")
         event = self._event(state, request, status, output=output, error=error, preview=preview)
+        if exit_code is not None:
+            event = replace(event, exit_code=exit_code)
         state.events.append(event)
         self.on_event(ev.ToolFinished(event))
 
@@ -720,22 +720,28 @@ class LocalToolRuntime:
             **outcome,
         )
 
-    def _answer(self, state: LoopState, text: str) -> OperatorResponse | None:
-        """The model's final answer ends the run, except once: an answer right after a change
-        or a check that failed (small models give up and say "done") is sent back to the
-        model."""
-        unfinished = state.unfinished_change
+    def _answer(
+        self, state: LoopState, text: str, done_reason: str | None = None
+    ) -> OperatorResponse | None:
+        """The model's final answer ends the run, except once: an answer right after a change,
+        a command or a check that failed (small models give up and say "done") is sent back
+        to the model. Whether it finished the task is :mod:`rune.outcome`'s rule."""
+        found = outcome.problems(state.events, self._kinds)
         # A rejection is the operator's word, which the model has already read: no reminder.
-        if unfinished is not None and not state.nudged and not unfinished.startswith(REJECTED):
+        if found and not state.nudged and not found[-1].rejected:
             state.nudged = True
-            note = unfinished_change_note(unfinished)
-            state.messages.append({"role": "user", "content": note})
+            state.messages.append({"role": "user", "content": unfinished_note(found[-1])})
             return None
-        return self._success(state, text)
-
-    def _success(self, state: LoopState, text: str) -> OperatorResponse:
+        reason = outcome.incomplete_reason(found)
+        if done_reason == "length":
+            # The reply stopped at the output cap: what came is not the whole answer.
+            reason = outcome.CUT_OFF if reason is None else f"{reason}; {outcome.CUT_OFF}"
         return self._respond(
-            state, success=True, text=text, incomplete=incomplete_reason(state.unfinished_change)
+            state,
+            success=True,
+            text=text,
+            incomplete=reason,
+            changed=outcome.changed(state.events, self._kinds),
         )
 
     def _failure(self, state: LoopState, error: str, kind: str) -> OperatorResponse:

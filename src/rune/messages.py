@@ -135,6 +135,8 @@ class ToolEvent:
     call_id: str | None = None
     iteration: int = 0
     preview: str | None = None
+    #: a command's exit status when it ran and exited non-zero (``rune.outcome`` names it)
+    exit_code: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "arguments", freeze(self.arguments))
@@ -154,6 +156,7 @@ class ToolEvent:
             "call_id": self.call_id,
             "iteration": self.iteration,
             "preview": self.preview,
+            "exit_code": self.exit_code,
         }
 
     @classmethod
@@ -168,6 +171,7 @@ class ToolEvent:
             call_id=data.get("call_id"),
             iteration=int(data.get("iteration", 0)),
             preview=data.get("preview"),
+            exit_code=None if data.get("exit_code") is None else int(data["exit_code"]),
         )
 
 
@@ -264,9 +268,12 @@ class OperatorResponse:
     warnings: tuple[str, ...] = ()
     evicted: tuple[str, ...] = ()
     _pending_json: str | None = field(default=None, repr=False)
-    #: on a final answer that leaves the task unfinished, why: the last change the model asked
-    #: for failed or was rejected and no later change succeeded, or the answer was cut off
+    #: on a final answer that leaves the task unfinished, why (:mod:`rune.outcome`): the last
+    #: change the model asked for failed or was rejected, a command or check run after it
+    #: failed, or the answer was cut off at the output token limit
     incomplete: str | None = None
+    #: whether the run applied a change (a file change, or a command that ran)
+    changed: bool = False
 
     @property
     def pending_state(self) -> dict[str, Any] | None:
@@ -278,9 +285,9 @@ class OperatorResponse:
 
     @property
     def outcome(self) -> Outcome:
-        """``done``: a final answer, and every change of the run that was asked for was made
-        (or a later one succeeded); ``incomplete``: a final answer, but see
-        :attr:`incomplete`; ``paused``: a change waits for approval; ``limit``: the iteration
+        """``done``: a final answer, the last change the model asked for was made and no
+        command or check after it failed (:attr:`changed` says whether anything changed);
+        ``incomplete``: a final answer, but see :attr:`incomplete`; ``paused``: a change waits for approval; ``limit``: the iteration
         budget ran out; ``failed``: any other typed failure."""
         if self.paused or self.pending is not None:
             return "paused"

@@ -63,9 +63,6 @@ class LoopState:
     evicted: list[str] = field(default_factory=list)
     #: calls of the current assistant turn that ran (or were prepared); see MAX_CALLS_PER_TURN
     turn_calls: int = 0
-    #: the error of the last change the model asked for (or of its last check, prefixed
-    #: ``check failed: ``), while no later change or check succeeded
-    unfinished_change: str | None = None
     #: whether the model was already told, this run, that its answer came after a failure
     nudged: bool = False
     #: where the request that opened this run is in ``messages`` (None: the run did not
@@ -102,7 +99,6 @@ class PendingState:
     thinking: str
     warnings: tuple[str, ...]
     evicted: tuple[str, ...]
-    unfinished_change: str | None
     nudged: bool
     change: PreparedChange
     opening: int | None = None
@@ -132,7 +128,6 @@ class PendingState:
             thinking=loop.thinking,
             warnings=tuple(loop.warnings),
             evicted=tuple(loop.evicted),
-            unfinished_change=loop.unfinished_change,
             nudged=loop.nudged,
             change=change,
             opening=loop.opening,
@@ -154,7 +149,6 @@ class PendingState:
             warnings=list(self.warnings),
             evicted=list(self.evicted),
             turn_calls=self.turn_calls,
-            unfinished_change=self.unfinished_change,
             nudged=self.nudged,
             opening=self.opening,
             repairs=self.repairs,
@@ -195,7 +189,6 @@ class PendingState:
             "thinking": self.thinking,
             "warnings": list(self.warnings),
             "evicted": list(self.evicted),
-            "unfinished_change": self.unfinished_change,
             "nudged": self.nudged,
             "change": self.change.to_json(),
             "opening": self.opening,
@@ -228,7 +221,6 @@ class PendingState:
                 thinking=str(data.get("thinking", "")),
                 warnings=tuple(str(w) for w in data.get("warnings", ())),
                 evicted=tuple(str(e) for e in data.get("evicted", ())),
-                unfinished_change=_optional_str(data.get("unfinished_change")),
                 nudged=bool(data.get("nudged", False)),
                 change=PreparedChange.from_json(data["change"]),
                 opening=None if data.get("opening") is None else int(data["opening"]),

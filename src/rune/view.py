@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from rune.messages import PendingApproval, ToolEvent
+from rune.messages import OperatorResponse, PendingApproval, ToolEvent
 from rune.text import visible
 
 MAX_ARGUMENT_CHARS = 60
@@ -99,19 +99,51 @@ def sensitive_note(reason: str) -> str:
     return f"  sensitive: {reason}; asked even under --yes"
 
 
+def command_output(event: ToolEvent) -> str | None:
+    """What a command printed, ending in its status line (``[exit code 1]``), when it ran
+    (whether it passed or failed); None for any other tool, or a command that did not run."""
+    if event.name not in SHOWN_OUTPUT_TOOLS:
+        return None
+    text = (event.output if event.ok else event.error) or ""
+    status = _last_line(text)
+    return text if status.startswith("[") and status.endswith("]") else None
+
+
+def _last_line(text: str) -> str:
+    return text.rstrip().rpartition("\n")[2]
+
+
 def tool_outcome(event: ToolEvent) -> str:
     """The short tail of a tool line: what it produced or why it did not."""
-    if event.ok:
-        output = event.output or ""
+    ran = command_output(event)
+    if event.ok or ran is not None:
+        output = ran if ran is not None else event.output or ""
         warning = next((ln for ln in output.splitlines() if ln.startswith("WARNING:")), None)
         lines = output.count("\n") + 1 if output else 0
         outcome = f"{lines} line{'s' if lines != 1 else ''} of output"
-        if event.name in SHOWN_OUTPUT_TOOLS:
-            status = output.rstrip().rpartition("\n")[2]
-            if status.startswith("[") and status.endswith("]"):
-                outcome = f"{outcome}, {status[1:-1]}"
+        if ran is not None:
+            outcome = f"{outcome}, {_last_line(ran)[1:-1]}"
         return outcome if warning is None else f"{outcome}; {visible(warning, keep='')}"
     return visible((event.error or event.status).splitlines()[0] or event.status, keep="")
+
+
+def outcome_text(response: OperatorResponse, next_step: str = "") -> tuple[str, str]:
+    """The last line of a run, the same in the CLI and the TUI, and its kind (``done``,
+    ``warning``, ``error``). ``next_step`` ends the line of a run that did not finish."""
+    budget = response.budget_label
+    then = f"; {next_step}" if next_step else ""
+    match response.outcome:
+        case "done" if response.changed:
+            return f"✓ done ({budget})", "done"
+        case "done":
+            # A fix task that changed nothing must not read as fixed.
+            return f"✓ answered, no file changed ({budget})", "done"
+        case "incomplete":
+            why = visible(response.incomplete or "")
+            return f"! answered, but not finished: {why} ({budget}){then}", "warning"
+        case _:
+            kind, error = visible(response.error_kind or ""), visible(response.error or "")
+            return f"✗ {kind}: {error} ({budget})", "error"
 
 
 def output_excerpt(output: str, *, hint: str = "") -> list[str]:

@@ -301,8 +301,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
         status = operator.session.status
 
         def start() -> OperatorResponse | None:
-            # A fresh budget from the last journaled point: after the budget ran out, or a
-            # failure that may have been passing (a server error, a timeout).
+            # A fresh budget from the last journaled point: after the budget ran out, an
+            # unfinished answer, or a failure that may have been passing (a server error).
             again = args.again or status == "failed"
             response: OperatorResponse | None = operator.retry() if again else operator.resume()
             return response
@@ -310,7 +310,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
         code, response = drive(rune, reporter, start)
     if response is None and code == EXIT_OK:
         hint = f'`rune run --session {session_id} "TASK"` gives it a new task'
-        if status == "iteration limit" and not args.again:
+        if status in ("iteration limit", "incomplete") and not args.again:
             hint = f"`rune resume {session_id} --continue` runs on with a fresh budget, or {hint}"
         out.print(f"nothing to pick up: the session is {status}; {hint}")
     return code

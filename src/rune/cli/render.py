@@ -25,12 +25,13 @@ from rune import events as ev
 from rune.messages import OperatorResponse, PendingApproval, ToolEvent, ToolRequest
 from rune.text import visible
 from rune.view import (
-    SHOWN_OUTPUT_TOOLS,
     Decision,
+    command_output,
     describe_request,
     diff_text,
     elapsed,
     is_command,
+    outcome_text,
     output_excerpt,
     sensitive_note,
     tool_outcome,
@@ -45,6 +46,8 @@ STATUS_MARK = {
     "rejected": ("↩", "yellow"),
     "pending_approval": ("?", "yellow"),
 }
+#: the style of each kind of outcome line (:func:`rune.view.outcome_text`)
+OUTCOME_STYLE = {"done": "bold green", "warning": "bold yellow", "error": "bold red"}
 #: how often the status line is redrawn (seconds)
 TICK_SECONDS = 0.25
 
@@ -186,8 +189,9 @@ class ConsoleReporter:
         line = Text(f"  {mark} {name} {tool_event.status}: ", style=style)
         line.append(tool_outcome(tool_event), style="")
         self.line(line)
-        if tool_event.ok and tool_event.name in SHOWN_OUTPUT_TOOLS and tool_event.output:
-            for shown in output_excerpt(tool_event.output, hint=self._see_all()):
+        output = command_output(tool_event)
+        if output:
+            for shown in output_excerpt(output, hint=self._see_all()):
                 self.line(Text(f"    │ {shown}", style="dim"))
 
     def _see_all(self) -> str:
@@ -252,21 +256,11 @@ class ConsoleReporter:
             self.line(response.text)
         if not outcome_line:
             return
-        budget = response.budget_label
-        match response.outcome:
-            case "done":
-                self.line(Text(f"✓ done ({budget})", style="bold green"))
-            case "incomplete":
-                why = visible(response.incomplete or "")
-                self.line(Text(f"! answered, but not finished: {why} ({budget})", "bold yellow"))
-            case _:
-                self.line(
-                    Text(
-                        f"✗ {visible(response.error_kind or '')}: {visible(response.error or '')} "
-                        f"({budget})",
-                        style="bold red",
-                    )
-                )
+        then = ""
+        if self.session_id:
+            then = f"`rune resume {self.session_id} --continue` goes on with a fresh budget"
+        text, kind = outcome_text(response, then)
+        self.line(Text(text, style=OUTCOME_STYLE[kind]))
 
 
 def ask_decision(

@@ -16,7 +16,6 @@ not been checkpointed (the resumed part of that turn gets a fresh iteration budg
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -69,7 +68,6 @@ class _JournalingShaper:
 
     def observe(self, shaped: ShapedRequest, result: ChatResult) -> None:
         self._operator.budget.observe(shaped, result)
-        self._operator._done_reasons.append(result.done_reason)
 
 
 class RuneOperator:
@@ -127,8 +125,8 @@ class RuneOperator:
         self._journaled = 0
         self._turn_blocks: tuple[ContextBlock, ...] | None = None
         self._pending_state: PendingState | None = None
-        #: why each model call of the current step ended (``length``: cut off)
-        self._done_reasons: list[str | None] = []
+        #: why the last turn's answer left the task unfinished (``--continue`` goes on from it)
+        self._unfinished: str | None = None
         if session is not None:
             self._attach(session)
 
@@ -291,15 +289,19 @@ class RuneOperator:
 
     def retry(self) -> OperatorResponse | None:
         """Run the last turn again from its last journaled point, with a fresh budget: after
-        a failure (a server error, a timeout), an interruption, or a stop. A waiting approval
-        is shown again instead; None when the conversation has no turn yet."""
+        a failure (a server error, a timeout), an interruption, or a stop; after an answer
+        that left the task unfinished, tell the model why and let it go on. A waiting approval
+        is shown again instead; None when the conversation has no turn yet, or its last turn
+        ended with an answer that finished it."""
         if self._pending_state is not None:
             return self._paused_response()
         if not self._turn_starts:
             return None
         last = self._history[-1] if self._history else {}
         if last.get("role") == "assistant" and not last.get("tool_calls"):
-            return None  # the turn ended with an answer: there is nothing to run again
+            if self._unfinished is None:
+                return None  # the turn ended with an answer: there is nothing to run again
+            return self.send(continue_note(self._unfinished))
         return self._drive(lambda runtime: runtime.run(self._history))
 
     def reload(self) -> None:
@@ -316,6 +318,8 @@ class RuneOperator:
         self._turn_starts = session.turn_starts
         self._journaled = len(self._history)
         self._turn_blocks = None
+        ends = [r for r in session.records if r.kind == journal.TURN_END]
+        self._unfinished = _optional_text(ends[-1].data.get("incomplete")) if ends else None
         record = pending_record(session.records)
         if record is not None:
             self._pending_state = PendingState.from_json(session.state_of(record))
@@ -354,7 +358,6 @@ class RuneOperator:
         if self._turn_blocks is None:
             self._turn_blocks = tuple(self.context_blocks())
         self.budget.start_turn(self._turn_blocks, self._turn_starts)
-        self._done_reasons.clear()
         try:
             response = step(self._runtime)
         except RuneError:
@@ -368,11 +371,6 @@ class RuneOperator:
                 error_kind=type(err).__name__,
                 iteration_budget=self._runtime.max_iterations,
                 messages=tuple(self._history),
-            )
-        if response.success and not response.incomplete and self._done_reasons[-1:] == ["length"]:
-            response = replace(
-                response,
-                incomplete="the answer was cut off at the output token limit (max_output_tokens)",
             )
         conversation = None
         if response.messages:
@@ -388,6 +386,7 @@ class RuneOperator:
         if not response.paused:
             self._record(journal.TURN_END, self._turn_summary(response))
             self._turn_blocks = None
+            self._unfinished = response.incomplete
         return response
 
     def _turn_summary(self, response: OperatorResponse) -> dict[str, Any]:
@@ -395,6 +394,7 @@ class RuneOperator:
             "success": response.success,
             "outcome": response.outcome,
             "incomplete": response.incomplete,
+            "changed": response.changed,
             "text": response.text,
             "error": response.error,
             "error_kind": response.error_kind,
@@ -421,3 +421,15 @@ class RuneOperator:
         if isinstance(event, ev.ToolFinished):
             self._record(journal.TOOL_EVENT, {"event": event.event.to_json()})
         self.on_event(event)
+
+
+def continue_note(unfinished: str) -> str:
+    """What the model is told when the user asks it to go on after an unfinished answer."""
+    return (
+        f"The task is not finished: {unfinished}. Go on with it: fix what is left, check it, "
+        "then answer."
+    )
+
+
+def _optional_text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from rune.errors import ToolError, ToolInputError
+from rune.errors import CommandFailed, ToolError, ToolInputError
 from rune.messages import thaw
 from rune.stop import stop_requested
 from rune.tools.base import Args, BuiltinTool, ToolContext, integer_arg, object_schema, string_arg
@@ -401,9 +401,13 @@ def run_contained(
 def apply_command(ctx: ToolContext, change: PreparedChange) -> str:
     outcome, warnings = run_approved(ctx, change)
     report = format_outcome(outcome, int(change.fingerprint["timeout"]))
+    report = "\n".join([report, *(for_display(w, keep="") for w in warnings)])
     if outcome.stopped:
         raise ToolError(report)  # the user stopped the turn: the call failed, say how far it got
-    return "\n".join([report, *(for_display(w, keep="") for w in warnings)])
+    if outcome.timed_out or outcome.exit_code != 0:
+        # A failed command is a failed call: shown with ✗, and the run is not done on it.
+        raise CommandFailed(report, outcome.exit_code)
+    return report
 
 
 RUN_COMMAND = BuiltinTool(
@@ -423,6 +427,7 @@ RUN_COMMAND = BuiltinTool(
             ["command"],
         ),
         mutating=True,
+        command=True,
     ),
     prepare=prepare_command,
     apply=apply_command,

@@ -14,13 +14,16 @@ from rune.messages import freeze, thaw
 class ToolSpec:
     """A tool as the model sees it (name, description, JSON schema) plus whether it mutates,
     and whether it is a check: a read-only run of the project's code that a change can be
-    verified with (the constrained protocol asks for one after each change)."""
+    verified with (the constrained protocol asks for one after each change). A ``command``
+    is approved like a change, but what it says is its exit status: a failure after the last
+    change leaves the task unfinished (:mod:`rune.outcome`)."""
 
     name: str
     description: str
     parameters: Mapping[str, Any]
     mutating: bool = False
     checks: bool = False
+    command: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "parameters", freeze(self.parameters))

@@ -26,7 +26,7 @@ from rune.messages import OperatorResponse, PendingApproval
 from rune.text import visible
 from rune.tui.approval import ApprovalScreen
 from rune.tui.widgets import StreamedText, Thinking, ToolLine
-from rune.view import Decision, elapsed
+from rune.view import Decision, elapsed, outcome_text
 
 Operation = Callable[[], OperatorResponse | None]
 
@@ -298,16 +298,11 @@ class RuneApp(App[int]):
         elif response.success:
             if not self._text and response.text:
                 self._note(response.text, "assistant")
-            if response.outcome == "done":
-                self._note(f"✓ done ({response.budget_label})", "done")
-            else:
-                why = response.incomplete or ""
-                self._note(
-                    f"! answered, but not finished: {why} ({response.budget_label})", "warning"
-                )
+            self.can_continue = response.outcome == "incomplete"
+            self._note(*outcome_text(response, "ctrl+g goes on with a fresh budget"))
         else:
             self.can_continue = True
-            self._note(f"✗ {response.error_kind}: {response.error}", "error")
+            self._note(*outcome_text(response))
             more = "a fresh budget" if response.outcome == "limit" else "another try"
             self._note(f"ctrl+g goes on with {more} from the last step")
 

@@ -1,0 +1,108 @@
+"""Whether a final answer finished the task: one rule, over the tool events of the run, for
+the runtime (which tells library callers through ``OperatorResponse.incomplete``), the CLI and
+the TUI.
+
+An answer finishes the task when the last change the model asked for was applied and no
+command or check run after that change failed. A small model says "Fixed; the tests pass."
+right after its fix was rejected and the test command exited 1; the events say otherwise, and
+they are what counts:
+
+- a file change (a mutating tool that is not a command) that was applied clears what went
+  before it: earlier failures were about code that is no longer there;
+- a change that failed or was rejected stays unfinished until a later change is applied;
+- a command that exits non-zero (or times out, or cannot start) stays a failure until the same
+  command passes, or a later change is applied; another command passing does not count (a
+  ``true`` after a failed ``pytest`` proves nothing);
+- a check (``run_python``) that fails stays a failure until a check passes;
+- a command the user rejected did not run: it neither fails nor passes anything.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from rune.messages import ToolEvent, canonical_json
+
+#: a command that runs a project's tests (its failure is named so)
+_TEST_COMMAND = re.compile(r"(?<![\w-])(py\.?test|unittest|tox|nox|tests?)(?![\w-])")
+#: how the reason of an answer cut off at the output token limit reads
+CUT_OFF = "the answer was cut off at the output token limit (max_output_tokens)"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing that leaves the task unfinished. ``reason`` is for the person, in a few
+    words; ``detail`` is the error itself, for the model's reminder; ``rejected``: the user's
+    own word, which the model has read already (no reminder)."""
+
+    reason: str
+    detail: str
+    rejected: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolKinds:
+    """Which tools change files, which run commands, which check the code (by name)."""
+
+    changes: Collection[str]
+    commands: Collection[str]
+    checks: Collection[str]
+
+
+def problems(events: Sequence[ToolEvent], kinds: ToolKinds) -> list[Problem]:
+    """What leaves the run's task unfinished, oldest first (empty: nothing does)."""
+    change: Problem | None = None
+    # failed commands and checks by call signature, in the order they failed: (is a check, why)
+    failed: dict[str, tuple[bool, Problem]] = {}
+    for event in events:
+        signature = event.name + canonical_json(event.arguments)
+        did_fail = event.status in ("failed", "denied")
+        if event.name in kinds.commands:
+            if event.status == "done" or did_fail:
+                failed.pop(signature, None)  # passed, or re-inserted last: the newest failure
+            if did_fail:
+                failed[signature] = (False, Problem(_command_reason(event), event.error or ""))
+        elif event.name in kinds.checks:
+            if event.status == "done":
+                failed = {s: f for s, f in failed.items() if not f[0]}
+            elif did_fail:
+                reason = "the model's own check of its change failed"
+                failed.pop(signature, None)
+                failed[signature] = (True, Problem(reason, event.error or ""))
+        elif event.name in kinds.changes:
+            if event.status == "done":
+                change = None
+                failed.clear()
+            elif event.status == "rejected":
+                why = (event.error or "").partition(": ")[2] or "no reason given"
+                reason = f"the last change was rejected ({why})"
+                change = Problem(reason, event.error or "", rejected=True)
+            elif did_fail:
+                change = Problem("the last change failed", event.error or "")
+    return [*([change] if change is not None else []), *(p for _, p in failed.values())]
+
+
+def incomplete_reason(found: Sequence[Problem]) -> str | None:
+    """Why an answer leaves the task unfinished, in a few words (None: it does not)."""
+    return "; ".join(p.reason for p in found) or None
+
+
+def changed(events: Sequence[ToolEvent], kinds: ToolKinds) -> bool:
+    """Whether the run applied a change: a file change, or a command that ran (a command may
+    write files; Rune cannot tell)."""
+    return any(
+        e.status == "done" and (e.name in kinds.changes or e.name in kinds.commands)
+        for e in events
+    )
+
+
+def _command_reason(event: ToolEvent) -> str:
+    command = str(event.arguments.get("command", ""))
+    what = "the last test command" if _TEST_COMMAND.search(command) else "the last command"
+    if event.exit_code is not None:
+        return f"{what} exited {event.exit_code}"
+    if "timed out" in (event.error or ""):
+        return f"{what} timed out"
+    return f"{what} could not run"
