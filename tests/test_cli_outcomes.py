@@ -177,7 +177,7 @@ def test_the_iteration_limit_then_continue_runs_a_fresh_budget(
     going = rune(home, "resume", session, "--continue", env={"OLLAMA_HOST": ollama.url})
     assert going.returncode == EXIT_OK, going.stdout + going.stderr
     assert "── step 1/8 ──" in going.stdout  # a new run, with its own budget
-    assert "✓ done (step 1/8)" in going.stdout
+    assert "✓ answered, no file changed (step 1/8)" in going.stdout
     # The model saw the whole conversation: the task and both reads.
     last = ollama.bodies()[-1]["messages"]
     assert [m["role"] for m in last if m["role"] != "system"] == [
@@ -202,7 +202,7 @@ def test_a_failed_session_is_retried_by_resume(
     ollama.script(text_reply("hi"))
     retried = rune(home, "resume", session, env={"OLLAMA_HOST": ollama.url})
     assert retried.returncode == EXIT_OK, retried.stdout + retried.stderr
-    assert "✓ done (step 1/8)" in retried.stdout
+    assert "✓ answered, no file changed (step 1/8)" in retried.stdout
     assert " done " in rune(home, "sessions").stdout
 
 

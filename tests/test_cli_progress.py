@@ -94,7 +94,7 @@ def test_a_status_line_moves_while_the_model_thinks_then_the_step_cost(
     finally:
         term.close()
     assert "The answer is 42." in term.output
-    assert "✓ done (step 1/8)" in term.output
+    assert "✓ answered, no file changed (step 1/8)" in term.output
 
 
 def test_without_a_terminal_there_is_no_status_line_and_no_escape_code(

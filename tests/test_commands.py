@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rune.errors import ToolError
+from rune.errors import CommandFailed, ToolError
 from rune.tool_executor import SandboxPolicy, ToolExecutor
 from rune.tools.commands import HEAD_BYTES, TAIL_BYTES, bwrap_works, find_bwrap
 from rune.tools.spec import PreparedChange
@@ -34,7 +34,11 @@ def executor(ws: Path, contain: bool | None) -> ToolExecutor:
 
 
 def run(ex: ToolExecutor, command: str, timeout: int = 20) -> str:
-    return ex.apply(ex.prepare("run_command", {"command": command, "timeout": timeout}))
+    """What the command printed and how it ended, whether it passed or failed."""
+    try:
+        return ex.apply(ex.prepare("run_command", {"command": command, "timeout": timeout}))
+    except CommandFailed as failed:
+        return str(failed)
 
 
 @pytest.mark.parametrize("contain", [False, pytest.param(True, marks=needs_bwrap)])
@@ -44,8 +48,10 @@ def test_prepare_runs_nothing_and_apply_runs_in_the_workspace(ws: Path, contain:
     assert not (ws / "marker").exists()
     assert change.contained is contain
     assert change.preview.startswith("$ pwd; touch marker; exit 3\n")
-    out = ex.apply(change)
-    assert out.splitlines() == [str(ws), "[exit code 3]"]
+    with pytest.raises(CommandFailed) as failed:
+        ex.apply(change)
+    assert failed.value.exit_code == 3
+    assert str(failed.value).splitlines() == [str(ws), "[exit code 3]"]
     assert (ws / "marker").exists()
 
 

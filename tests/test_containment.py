@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from rune.errors import CommandFailed
 from rune.tool_executor import SandboxPolicy, ToolExecutor
 from rune.tools.commands import bwrap_works, find_bwrap, seccomp_works
 from rune.tools.containment import TMP_SIZE, scrubbed_environment
@@ -65,7 +66,11 @@ def contained(home: Path, **kwargs: object) -> ToolExecutor:
 
 
 def run(ex: ToolExecutor, command: str, timeout: int = 30) -> str:
-    return ex.apply(ex.prepare("run_command", {"command": command, "timeout": timeout}))
+    """What the command printed and how it ended, whether it passed or failed."""
+    try:
+        return ex.apply(ex.prepare("run_command", {"command": command, "timeout": timeout}))
+    except CommandFailed as failed:
+        return str(failed)
 
 
 # --- secrets ------------------------------------------------------------------------------------

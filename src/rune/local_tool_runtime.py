@@ -109,14 +109,6 @@ class RequestShaper(Protocol):
     def observe(self, shaped: ShapedRequest, result: ChatResult) -> None: ...
 
 
-def unfinished_note(problem: outcome.Problem) -> str:
-    """The one reminder a model gets when it answers right after a failure."""
-    return (
-        f"Not done yet: {problem.reason}: {problem.detail} The task is not finished. Send a "
-        "corrected change, or answer saying why it cannot be done."
-    )
-
-
 class LocalToolRuntime:
     """Drives one model through tool calls until it answers, pauses, or must stop.
 
@@ -730,7 +722,7 @@ class LocalToolRuntime:
         # A rejection is the operator's word, which the model has already read: no reminder.
         if found and not state.nudged and not found[-1].rejected:
             state.nudged = True
-            state.messages.append({"role": "user", "content": unfinished_note(found[-1])})
+            state.messages.append({"role": "user", "content": found[-1].reminder()})
             return None
         reason = outcome.incomplete_reason(found)
         if done_reason == "length":

@@ -287,8 +287,9 @@ class OperatorResponse:
     def outcome(self) -> Outcome:
         """``done``: a final answer, the last change the model asked for was made and no
         command or check after it failed (:attr:`changed` says whether anything changed);
-        ``incomplete``: a final answer, but see :attr:`incomplete`; ``paused``: a change waits for approval; ``limit``: the iteration
-        budget ran out; ``failed``: any other typed failure."""
+        ``incomplete``: a final answer, but see :attr:`incomplete`; ``paused``: a change
+        waits for approval; ``limit``: the iteration budget ran out; ``failed``: any other
+        typed failure."""
         if self.paused or self.pending is not None:
             return "paused"
         if self.success:

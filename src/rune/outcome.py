@@ -25,21 +25,39 @@ from dataclasses import dataclass
 
 from rune.messages import ToolEvent, canonical_json
 
-#: a command that runs a project's tests (its failure is named so)
-_TEST_COMMAND = re.compile(r"(?<![\w-])(py\.?test|unittest|tox|nox|tests?)(?![\w-])")
+#: a command that runs a project's tests (its failure is named so): pytest, unittest, tox,
+#: nox, ``npm test``, ``go test``, ``tests/``, ``test_calc.py``
+_TEST_COMMAND = re.compile(r"(?<![\w-])(py\.?test|unittest|tox|nox|tests?)(?![a-zA-Z-])")
 #: how the reason of an answer cut off at the output token limit reads
 CUT_OFF = "the answer was cut off at the output token limit (max_output_tokens)"
+
+
+#: how the model's reminder names each kind of failure (the error follows)
+_REMINDER = {
+    "change": "Your last change was not made",
+    "command": "Your last command failed",
+    "check": "Your last check failed",
+}
 
 
 @dataclass(frozen=True, slots=True)
 class Problem:
     """One thing that leaves the task unfinished. ``reason`` is for the person, in a few
-    words; ``detail`` is the error itself, for the model's reminder; ``rejected``: the user's
-    own word, which the model has read already (no reminder)."""
+    words; ``detail`` is the error itself, for the model's reminder; ``kind``: a change, a
+    command or a check; ``rejected``: the user's own word, which the model has read already
+    (no reminder)."""
 
     reason: str
     detail: str
+    kind: str
     rejected: bool = False
+
+    def reminder(self) -> str:
+        """What the model is told once when it answers right after this failure."""
+        return (
+            f"{_REMINDER[self.kind]}: {self.detail} The task is not finished. Send a "
+            "corrected change, or answer saying why it cannot be done."
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,14 +81,15 @@ def problems(events: Sequence[ToolEvent], kinds: ToolKinds) -> list[Problem]:
             if event.status == "done" or did_fail:
                 failed.pop(signature, None)  # passed, or re-inserted last: the newest failure
             if did_fail:
-                failed[signature] = (False, Problem(_command_reason(event), event.error or ""))
+                problem = Problem(_command_reason(event), event.error or "", "command")
+                failed[signature] = (False, problem)
         elif event.name in kinds.checks:
             if event.status == "done":
                 failed = {s: f for s, f in failed.items() if not f[0]}
             elif did_fail:
                 reason = "the model's own check of its change failed"
                 failed.pop(signature, None)
-                failed[signature] = (True, Problem(reason, event.error or ""))
+                failed[signature] = (True, Problem(reason, event.error or "", "check"))
         elif event.name in kinds.changes:
             if event.status == "done":
                 change = None
@@ -78,23 +97,22 @@ def problems(events: Sequence[ToolEvent], kinds: ToolKinds) -> list[Problem]:
             elif event.status == "rejected":
                 why = (event.error or "").partition(": ")[2] or "no reason given"
                 reason = f"the last change was rejected ({why})"
-                change = Problem(reason, event.error or "", rejected=True)
+                change = Problem(reason, event.error or "", "change", rejected=True)
             elif did_fail:
-                change = Problem("the last change failed", event.error or "")
+                change = Problem("the last change failed", event.error or "", "change")
     return [*([change] if change is not None else []), *(p for _, p in failed.values())]
 
 
 def incomplete_reason(found: Sequence[Problem]) -> str | None:
     """Why an answer leaves the task unfinished, in a few words (None: it does not)."""
-    return "; ".join(p.reason for p in found) or None
+    return "; ".join(dict.fromkeys(p.reason for p in found)) or None
 
 
 def changed(events: Sequence[ToolEvent], kinds: ToolKinds) -> bool:
     """Whether the run applied a change: a file change, or a command that ran (a command may
     write files; Rune cannot tell)."""
     return any(
-        e.status == "done" and (e.name in kinds.changes or e.name in kinds.commands)
-        for e in events
+        e.status == "done" and (e.name in kinds.changes or e.name in kinds.commands) for e in events
     )
 
 

@@ -13,7 +13,9 @@ rejected, or the answer was cut off); 5 the iteration budget ran out (``rune res
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 
@@ -42,7 +44,8 @@ __all__ = [
     "main",
 ]
 _EPILOG = (
-    "first time? `rune demo` fixes a bug in a throw-away sample project.\nexit status: "
+    "first time? `rune demo` fixes a bug in a throw-away sample project. `rune` alone opens "
+    'the full-screen interface; `rune "TASK"` is `rune run "TASK"`.\nexit status: '
     + ", ".join(f"{code} {meaning}" for code, meaning in EXIT_MEANINGS.items())
     + "."
 )
@@ -52,8 +55,15 @@ def _backend_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="model name, or a path to a .gguf file")
     parser.add_argument(
         "--backend",
-        help="'ollama', 'embedded', 'scripted' or an OpenAI-compatible base URL "
-        "(default: Ollama if it answers, else the embedded demo model)",
+        help="'ollama' (at OLLAMA_HOST, default 127.0.0.1:11434), 'embedded', 'scripted', or "
+        "the base URL of an OpenAI-compatible server: llama-server, vLLM, LM Studio, e.g. "
+        "http://127.0.0.1:8080/v1 (default: Ollama if it answers, else the embedded model)",
+    )
+    parser.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help="API key for an OpenAI-compatible server (other users can see it in `ps`: "
+        "RUNE_API_KEY or `api_key` in config.toml keep it out of sight)",
     )
     parser.add_argument("--workspace", help="project directory (default: the current one)")
     parser.add_argument(
@@ -239,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing = "\n".join(f"  {name:<10} {text}" for name, (text, _) in COMMANDS.items())
     parser = argparse.ArgumentParser(
         prog="rune",
-        usage="rune [-h] [--version] COMMAND [options]",
+        usage='rune [-h] [--version] [COMMAND [options] | "TASK" [options]]',
         description="A local-first coding agent for the models you run yourself.",
         epilog=f"commands:\n{listing}\n\n{_EPILOG}\n`rune COMMAND --help` shows its options.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -274,11 +284,46 @@ def fill_closed_std_fds() -> None:
                 os.close(opened)
 
 
+#: what a command's name looks like: a word that is not a task, even when it is no command
+_COMMAND_NAME = re.compile(r"[a-z][a-z-]{0,19}")
+
+
+def shorthand(argv: Sequence[str]) -> list[str] | None:
+    """The command line ``argv`` stands for, when it is one of the short ways in: nothing
+    (``rune``: the full-screen interface on a terminal), or a task in plain words
+    (``rune "fix the tests"``: ``rune run``). None: ``argv`` is read as it is.
+
+    A first word that looks like a command name but is none (``rune sesions``) is left to
+    :func:`unknown_command`, so a typo is an error that names the command, never a task."""
+    if not argv:
+        return ["tui"] if sys.stdin.isatty() and sys.stdout.isatty() else None
+    first = argv[0]
+    if first in COMMANDS or first.startswith("-") or _COMMAND_NAME.fullmatch(first):
+        return None
+    return ["run", *argv]
+
+
+def unknown_command(name: str) -> str:
+    """The error for a first word that is neither a command nor a task."""
+    close = difflib.get_close_matches(name, COMMANDS, n=1)
+    guess = f"Did you mean `rune {close[0]}`? " if close else ""
+    return (
+        f"rune: unknown command {name!r}. {guess}A task goes in quotes, in plain words: "
+        f'rune "fix the failing test" (or `rune run {name}`). `rune --help` lists the commands.'
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     fill_closed_std_fds()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = shorthand(argv) or argv
+    if argv and argv[0] not in COMMANDS and _COMMAND_NAME.fullmatch(argv[0]):
+        print(unknown_command(argv[0]), file=sys.stderr)
+        return EXIT_USAGE
     top = build_parser().parse_args(argv)
     if top.command is None:
         build_parser().print_help()
+        print("\n(on a terminal, `rune` alone opens the full-screen interface)")
         return EXIT_USAGE
     args = command_parser(top.command).parse_args(top.options)
     args.command = top.command

@@ -70,6 +70,7 @@ def load_config(args: argparse.Namespace, *, warn: bool = True, **extra: Any) ->
     flags = {
         "model": getattr(args, "model", None),
         "backend": getattr(args, "backend", None),
+        "api_key": getattr(args, "api_key", None),
         "workspace": getattr(args, "workspace", None),
         "max_iterations": getattr(args, "max_iterations", None),
         "protocol": getattr(args, "protocol", None),

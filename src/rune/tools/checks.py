@@ -16,8 +16,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import shutil
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,6 +31,7 @@ from rune.tools.commands import (
     run_contained,
 )
 from rune.tools.containment import plan_mounts, scrubbed_environment
+from rune.tools.interpreter import project_python
 from rune.tools.sandbox import within
 from rune.tools.spec import ToolSpec, Trial
 
@@ -55,14 +54,6 @@ def can_run_contained(ctx: ToolContext) -> bool:
         return False
     bwrap = find_bwrap()
     return bwrap is not None and bwrap_works(bwrap)
-
-
-def python_for(workspace: Path) -> str:
-    """The project's own interpreter when it has a ``.venv``, else the ``python3`` on PATH."""
-    local = workspace / ".venv" / "bin" / "python"
-    if local.is_file():
-        return str(local)
-    return shutil.which("python3") or shutil.which("python") or sys.executable
 
 
 def run_python(ctx: ToolContext, args: Args) -> str:
@@ -154,7 +145,7 @@ def _run_check(ctx: ToolContext, code: str, *, over: Sequence[tuple[Path, Path]]
     read_only = dataclasses.replace(ctx.policy, write_roots=())
     env = scrubbed_environment(os.environ)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    argv = [python_for(ctx.workspace), "-c", code]
+    argv = [project_python(os.environ, ctx.workspace), "-c", code]
     plan = plan_mounts(read_only, ctx.workspace)
     binds = [arg for source, target in over for arg in ("--ro-bind", str(source), str(target))]
     plan = dataclasses.replace(plan, mounts=[*plan.mounts, *binds])

@@ -35,6 +35,7 @@ from rune.stop import stop_requested
 from rune.tools.base import Args, BuiltinTool, ToolContext, integer_arg, object_schema, string_arg
 from rune.tools.containment import Plan, after_run, describe, plan_mounts, scrubbed_environment
 from rune.tools.display import escape_hidden, for_display, hidden_note
+from rune.tools.interpreter import project_environment
 from rune.tools.seccomp import filter_fd
 from rune.tools.spec import PreparedChange, ToolSpec
 
@@ -366,7 +367,8 @@ def run_approved(ctx: ToolContext, change: PreparedChange) -> tuple[Outcome, lis
     bwrap = containment(ctx)  # its probe is cached; prepare_command just asked it
     argv = [_shell(), "-c", command]
     if bwrap is None:
-        outcome = run_captured(argv, ctx.workspace, timeout, supervise=True)
+        env = project_environment(os.environ, ctx.workspace)
+        outcome = run_captured(argv, ctx.workspace, timeout, env=env, supervise=True)
         return outcome, []
     plan = plan_mounts(ctx.policy, ctx.workspace)
     outcome = run_contained(bwrap, plan, ctx.workspace, argv, timeout)
@@ -383,14 +385,16 @@ def run_contained(
     env: Mapping[str, str] | None = None,
 ) -> Outcome:
     """``argv`` inside bubblewrap with ``plan``'s mounts, the seccomp filter where it works, and
-    the scrubbed environment (or ``env``, which the caller scrubbed)."""
+    the scrubbed environment (or ``env``, which the caller scrubbed), with the project's
+    interpreter on its ``PATH`` and not Rune's (:mod:`rune.tools.interpreter`)."""
+    env = project_environment(scrubbed_environment(os.environ) if env is None else env, workspace)
     seccomp_fd = filter_fd() if seccomp_works(bwrap) else None
     try:
         return run_captured(
             [*bwrap_argv(bwrap, plan, workspace, seccomp_fd), *argv],
             workspace,
             timeout,
-            env=scrubbed_environment(os.environ) if env is None else env,
+            env=env,
             pass_fds=() if seccomp_fd is None else (seccomp_fd,),
         )
     finally:

@@ -92,6 +92,7 @@ class OpenAICompatTransport(HttpTransport):
         super().__init__()
         self.root, self.api_prefix = split_base_url(base_url)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+        self._has_key = bool(api_key)
         self._client = make_client(
             self.root,
             connect_timeout=connect_timeout,
@@ -205,9 +206,29 @@ class OpenAICompatTransport(HttpTransport):
             body["chat_template_kwargs"] = {"enable_thinking": bool(think)}
         return body
 
-    def _check_chat_status(self, response: httpx.Response, model: str, *, tools_sent: bool) -> None:
+    def _raise_for_status(self, response: httpx.Response, model: str) -> None:
         try:
             raise_for_status(response, model=model, server=SERVER, not_found_hint=self._hint_404())
+        except ServerError as err:
+            if err.status_code not in (401, 403):
+                raise
+            raise ServerError(f"{err} — {self._key_hint()}", status_code=err.status_code) from None
+
+    def _key_hint(self) -> str:
+        """How to give the server a key (an HTTP 401 or 403 says little more than no)."""
+        if self._has_key:
+            return (
+                "the server refused the API key Rune sent; check the one given by --api-key, "
+                "RUNE_API_KEY or `api_key` in config.toml (`rune config` shows which is used)"
+            )
+        return (
+            "the server wants an API key: pass --api-key KEY, set RUNE_API_KEY, or put "
+            'api_key = "KEY" in config.toml (`rune config` shows where it is)'
+        )
+
+    def _check_chat_status(self, response: httpx.Response, model: str, *, tools_sent: bool) -> None:
+        try:
+            self._raise_for_status(response, model)
         except ServerError as err:
             message = str(err)
             if err.status_code == 400 and any(m in message for m in CONTEXT_EXCEEDED):
@@ -229,7 +250,7 @@ class OpenAICompatTransport(HttpTransport):
         response = self._client.get(path)
         if response.status_code in (404, 405, 501):
             return None
-        raise_for_status(response, model=model, server=SERVER, not_found_hint=self._hint_404())
+        self._raise_for_status(response, model)
         try:
             data = response.json()
         except ValueError:

@@ -1,0 +1,290 @@
+"""What a new user meets (issue 25): a run that did not fix anything never reads as done, the
+model's commands run with the project's Python, the short ways in (``rune "TASK"``), and a
+server that wants a key says how to give one. The real ``rune`` in a subprocess, with the
+scripted backend or a fake OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.fakes.cli import call, final, journals, rune
+from tests.fakes.openai_server import FakeOpenAIServer, error_reply, text_reply
+
+from rune.cli import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE
+
+BROKEN = "def add(a, b):\n    return a - b\n"
+TEST = "from calc import add\nassert add(2, 3) == 5, add(2, 3)\n"
+FIX = call("edit_file", path="calc.py", old_text="a - b", new_text="a + b")
+RUN_TESTS = call("run_command", command="python3 test_calc.py")
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def workspace(home: Path) -> Path:
+    path = home / "work"
+    path.mkdir()
+    (path / "calc.py").write_text(BROKEN, encoding="utf-8")
+    (path / "test_calc.py").write_text(TEST, encoding="utf-8")
+    return path
+
+
+def run(
+    home: Path, workspace: Path, script: list[dict[str, Any]], *args: str, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    return rune(
+        home,
+        "run",
+        "--backend",
+        "scripted",
+        "--workspace",
+        str(workspace),
+        "fix add()",
+        *args,
+        script=script,
+        stdin=stdin,
+    )
+
+
+def session_of(done: subprocess.CompletedProcess[str]) -> str:
+    found = re.search(r"session (\d{8}-\d{6}-[0-9a-f]{6})", done.stdout)
+    assert found is not None, done.stdout
+    return found.group(1)
+
+
+def last_line(done: subprocess.CompletedProcess[str]) -> str:
+    return done.stdout.strip().splitlines()[-1]
+
+
+# --- outcomes that cannot be fooled -------------------------------------------------------------
+
+
+#: the fix is rejected, the test command is approved and fails, the model says it is fixed
+#: (twice: the first answer right after a failure is sent back once)
+REJECTED_THEN_FAILED = [FIX, RUN_TESTS, final("Fixed; the tests pass."), final("Fixed.")]
+
+
+def test_a_rejected_fix_then_a_failing_test_command_is_not_done(
+    home: Path, workspace: Path
+) -> None:
+    done = run(home, workspace, REJECTED_THEN_FAILED, stdin="r not like this\na\n")
+    assert done.returncode == EXIT_INCOMPLETE, done.stdout + done.stderr
+    assert "✓ done" not in done.stdout
+    session = session_of(done)
+    assert last_line(done).startswith(
+        "! answered, but not finished: the last change was rejected (not like this); "
+        "the last test command exited 1 (step 4/8); "
+    )
+    assert last_line(done).endswith(
+        f"`rune resume {session} --continue` goes on with a fresh budget"
+    )
+    # The command's own line says it failed, with its output.
+    assert "✗ run_command failed: " in done.stdout and "exit code 1" in done.stdout
+    assert "AssertionError: 1" in done.stdout
+    assert (workspace / "calc.py").read_text() == BROKEN
+    assert "incomplete" in rune(home, "sessions").stdout
+
+
+def test_a_fix_applied_but_its_test_failing_is_not_done_and_passing_again_is(
+    home: Path, workspace: Path
+) -> None:
+    wrong = call("edit_file", path="calc.py", old_text="a - b", new_text="a * b")
+    failing = run(home, workspace, [wrong, RUN_TESTS, final("Fixed."), final("Fixed.")], "-yy")
+    assert failing.returncode == EXIT_INCOMPLETE, failing.stdout + failing.stderr
+    assert "not finished: the last test command exited 1 (step 4/8)" in last_line(failing)
+    # Another command passing proves nothing about the test that failed ...
+    (workspace / "calc.py").write_text(BROKEN, encoding="utf-8")
+    fooled = run(
+        home,
+        workspace,
+        [wrong, RUN_TESTS, call("run_command", command="true"), final("Ok.")],
+        "-yy",
+    )
+    assert fooled.returncode == EXIT_INCOMPLETE, fooled.stdout + fooled.stderr
+    # ... a change after it, and the same test passing, do.
+    (workspace / "calc.py").write_text(BROKEN, encoding="utf-8")
+    fixed = run(home, workspace, [wrong, RUN_TESTS, FIX, RUN_TESTS, final("Fixed.")], "-yy")
+    assert fixed.returncode == EXIT_OK, fixed.stdout + fixed.stderr
+    assert last_line(fixed) == "✓ done (step 5/8)"
+
+
+def test_an_answer_that_changed_nothing_says_so(home: Path, workspace: Path) -> None:
+    done = run(home, workspace, [call("read_file", path="calc.py"), final("add() is fine.")])
+    assert done.returncode == EXIT_OK, done.stdout + done.stderr
+    assert last_line(done) == "✓ answered, no file changed (step 2/8)"
+
+
+def test_continue_after_an_unfinished_answer_runs_on_with_a_fresh_budget(
+    home: Path, workspace: Path
+) -> None:
+    stopped = run(home, workspace, REJECTED_THEN_FAILED, stdin="r not like this\na\n")
+    assert stopped.returncode == EXIT_INCOMPLETE
+    session = session_of(stopped)
+
+    plain = rune(home, "resume", session, "--backend", "scripted")
+    assert plain.returncode == EXIT_OK
+    assert f"rune resume {session} --continue" in plain.stdout
+
+    # A resumed scripted session skips the turns it already had: the script goes on from them.
+    going = rune(
+        home,
+        "resume",
+        session,
+        "--continue",
+        "--backend",
+        "scripted",
+        "--yes",
+        script=[*REJECTED_THEN_FAILED, FIX, final("Fixed now.")],
+    )
+    assert going.returncode == EXIT_OK, going.stdout + going.stderr
+    assert "── step 1/8 ──" in going.stdout  # a new run, with its own budget
+    assert last_line(going) == "✓ done (step 2/8)"
+    assert (workspace / "calc.py").read_text() == BROKEN.replace("a - b", "a + b")
+    # The model was told why the task was not finished.
+    assert "The task is not finished: the last change was rejected (not like this)" in journals()
+    assert " done " in rune(home, "sessions").stdout
+
+
+# --- the project's interpreter -------------------------------------------------------------------
+
+
+PRINT_PREFIX = call("run_command", command="python3 -c 'import sys; print(sys.prefix)'")
+
+
+def rune_activated() -> dict[str, str]:
+    """The environment of a shell that activated Rune's own virtual environment."""
+    own_bin = str(Path(sys.executable).parent)
+    return {"PATH": own_bin + os.pathsep + os.environ["PATH"], "VIRTUAL_ENV": sys.prefix}
+
+
+def printed_prefix(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == EXIT_OK, done.stdout + done.stderr
+    lines = [ln.strip() for ln in done.stdout.splitlines()]
+    index = next(i for i, ln in enumerate(lines) if ln.startswith("✓ run_command done"))
+    return lines[index + 1].removeprefix("│").strip()
+
+
+def test_a_models_python3_is_the_projects_venv(home: Path, workspace: Path) -> None:
+    venv = workspace / ".venv"
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
+    done = rune(
+        home,
+        "run",
+        "--backend",
+        "scripted",
+        "--workspace",
+        str(workspace),
+        "which python?",
+        "-yy",
+        script=[PRINT_PREFIX, final("That one.")],
+        env=rune_activated(),
+    )
+    assert printed_prefix(done) == str(venv)
+
+
+@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="Rune runs from no venv of its own")
+def test_without_a_project_venv_a_models_python3_is_not_runes(home: Path, workspace: Path) -> None:
+    done = rune(
+        home,
+        "run",
+        "--backend",
+        "scripted",
+        "--workspace",
+        str(workspace),
+        "which python?",
+        "-yy",
+        script=[PRINT_PREFIX, final("That one.")],
+        env=rune_activated(),
+    )
+    assert printed_prefix(done) != sys.prefix
+
+
+# --- one obvious way in --------------------------------------------------------------------------
+
+
+def test_a_task_in_quotes_is_rune_run(home: Path, workspace: Path) -> None:
+    done = rune(
+        home,
+        "look at calc.py",
+        "--backend",
+        "scripted",
+        "--workspace",
+        str(workspace),
+        script=[final("add() subtracts.")],
+    )
+    assert done.returncode == EXIT_OK, done.stdout + done.stderr
+    assert "add() subtracts." in done.stdout
+    assert last_line(done) == "✓ answered, no file changed (step 1/8)"
+    assert "look at calc.py" in rune(home, "sessions").stdout
+
+
+@pytest.mark.parametrize(
+    ("word", "hint"), [("sesions", "Did you mean `rune sessions`?"), ("fix", "rune run fix")]
+)
+def test_a_word_that_is_no_command_is_a_helpful_error_not_a_task(
+    home: Path, word: str, hint: str
+) -> None:
+    done = rune(home, word, "--backend", "scripted", script=[final("no")])
+    assert done.returncode == EXIT_USAGE
+    assert f"unknown command {word!r}" in done.stderr and hint in done.stderr
+    assert rune(home, "sessions").stdout.strip() == "no sessions yet"
+
+
+def test_rune_alone_without_a_terminal_shows_the_help(home: Path) -> None:
+    done = rune(home)
+    assert done.returncode == EXIT_USAGE
+    assert 'rune "TASK"' in done.stdout and "full-screen interface" in done.stdout
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as fake:
+        yield fake
+
+
+def test_a_401_says_how_to_give_a_key(
+    home: Path, workspace: Path, server: FakeOpenAIServer
+) -> None:
+    server.script(error_reply(401, "Invalid API key", "authentication_error"))
+    url = server.base_url + "/v1"
+    done = rune(home, "run", "--backend", url, "--workspace", str(workspace), "hi")
+    assert done.returncode == EXIT_FAILED
+    said = done.stdout + done.stderr
+    assert "HTTP 401: Invalid API key" in said
+    for way in ("--api-key KEY", "RUNE_API_KEY", 'api_key = "KEY"'):
+        assert way in said
+
+    server.script(error_reply(403, "Forbidden", "authentication_error"), text_reply("hello"))
+    refused = rune(
+        home, "run", "--backend", url, "--api-key", "k-1", "--workspace", str(workspace), "hi"
+    )
+    assert refused.returncode == EXIT_FAILED
+    assert "refused the API key" in refused.stdout + refused.stderr
+    assert server.requests[-1].headers.get("Authorization") == "Bearer k-1"
+
+    keyed = rune(
+        home,
+        "run",
+        "--backend",
+        url,
+        "--workspace",
+        str(workspace),
+        "hi",
+        env={"RUNE_API_KEY": "k-2"},
+    )
+    assert keyed.returncode == EXIT_OK, keyed.stdout + keyed.stderr
+    assert server.requests[-1].headers.get("Authorization") == "Bearer k-2"
