@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "rune.limits": 0,
     "rune.calls": 0,
     "rune.stop": 0,
+    "rune.outcome": 0,
     "rune.transport": 1,
     "rune.tools": 1,
     "rune.tool_executor": 1,

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.fakes.cli import rune
+from tests.fakes.cli import rune, session_of
 from tests.fakes.ollama_server import (
     FakeModel,
     FakeOllama,
@@ -66,12 +66,6 @@ def run(
         stdin=stdin,
         env={"OLLAMA_HOST": ollama.url},
     )
-
-
-def session_of(done: subprocess.CompletedProcess[str]) -> str:
-    found = re.search(r"session (\d{8}-\d{6}-[0-9a-f]{6})", done.stdout)
-    assert found is not None, done.stdout
-    return found.group(1)
 
 
 def test_a_named_model_no_backend_serves_is_an_error_with_the_way_out(home: Path) -> None:

@@ -6,7 +6,6 @@ scripted backend or a fake OpenAI-compatible server."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,13 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.fakes.cli import call, final, journals, rune
+from tests.fakes.cli import call, final, journals, rune, session_of
 from tests.fakes.openai_server import FakeOpenAIServer, error_reply, text_reply
 
 from rune.cli import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE
 
 BROKEN = "def add(a, b):\n    return a - b\n"
-TEST = "from calc import add\nassert add(2, 3) == 5, add(2, 3)\n"
+#: the project's test: it says what add(2, 3) gives, and exits 1 unless that is 5
+TEST = (
+    "import sys\nfrom calc import add\nprint('add(2, 3) ==', add(2, 3))\nsys.exit(add(2, 3) != 5)\n"
+)
 FIX = call("edit_file", path="calc.py", old_text="a - b", new_text="a + b")
 RUN_TESTS = call("run_command", command="python3 test_calc.py")
 
@@ -42,7 +44,12 @@ def workspace(home: Path) -> Path:
 
 
 def run(
-    home: Path, workspace: Path, script: list[dict[str, Any]], *args: str, stdin: str = ""
+    home: Path,
+    workspace: Path,
+    script: list[dict[str, Any]],
+    *args: str,
+    stdin: str = "",
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     return rune(
         home,
@@ -55,13 +62,8 @@ def run(
         *args,
         script=script,
         stdin=stdin,
+        env=env,
     )
-
-
-def session_of(done: subprocess.CompletedProcess[str]) -> str:
-    found = re.search(r"session (\d{8}-\d{6}-[0-9a-f]{6})", done.stdout)
-    assert found is not None, done.stdout
-    return found.group(1)
 
 
 def last_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -92,7 +94,7 @@ def test_a_rejected_fix_then_a_failing_test_command_is_not_done(
     )
     # The command's own line says it failed, with its output.
     assert "✗ run_command failed: " in done.stdout and "exit code 1" in done.stdout
-    assert "AssertionError: 1" in done.stdout
+    assert "add(2, 3) == -1" in done.stdout
     assert (workspace / "calc.py").read_text() == BROKEN
     assert "incomplete" in rune(home, "sessions").stdout
 
@@ -104,18 +106,20 @@ def test_a_fix_applied_but_its_test_failing_is_not_done_and_passing_again_is(
     failing = run(home, workspace, [wrong, RUN_TESTS, final("Fixed."), final("Fixed.")], "-yy")
     assert failing.returncode == EXIT_INCOMPLETE, failing.stdout + failing.stderr
     assert "not finished: the last test command exited 1 (step 4/8)" in last_line(failing)
+    # The model was told once, with the command's output, before its answer was taken.
+    assert "Your last command failed: add(2, 3) == 6" in journals()
+
     # Another command passing proves nothing about the test that failed ...
     (workspace / "calc.py").write_text(BROKEN, encoding="utf-8")
-    fooled = run(
-        home,
-        workspace,
-        [wrong, RUN_TESTS, call("run_command", command="true"), final("Ok.")],
-        "-yy",
-    )
+    true = call("run_command", command="true")
+    fooled = run(home, workspace, [wrong, RUN_TESTS, true, final("Ok."), final("Ok.")], "-yy")
     assert fooled.returncode == EXIT_INCOMPLETE, fooled.stdout + fooled.stderr
-    # ... a change after it, and the same test passing, do.
+    assert "the last test command exited 1" in last_line(fooled)
+
+    # ... a change after it, with the same test passing, does.
     (workspace / "calc.py").write_text(BROKEN, encoding="utf-8")
-    fixed = run(home, workspace, [wrong, RUN_TESTS, FIX, RUN_TESTS, final("Fixed.")], "-yy")
+    mend = call("edit_file", path="calc.py", old_text="a * b", new_text="a + b")
+    fixed = run(home, workspace, [wrong, RUN_TESTS, mend, RUN_TESTS, final("Fixed.")], "-yy")
     assert fixed.returncode == EXIT_OK, fixed.stdout + fixed.stderr
     assert last_line(fixed) == "✓ done (step 5/8)"
 
@@ -163,13 +167,12 @@ def test_continue_after_an_unfinished_answer_runs_on_with_a_fresh_budget(
 PRINT_PREFIX = call("run_command", command="python3 -c 'import sys; print(sys.prefix)'")
 
 
-def rune_activated() -> dict[str, str]:
-    """The environment of a shell that activated Rune's own virtual environment."""
+def python3_prefix(home: Path, workspace: Path) -> str:
+    """What ``sys.prefix`` the model's ``python3`` has, run by Rune started from a shell that
+    activated Rune's own virtual environment."""
     own_bin = str(Path(sys.executable).parent)
-    return {"PATH": own_bin + os.pathsep + os.environ["PATH"], "VIRTUAL_ENV": sys.prefix}
-
-
-def printed_prefix(done: subprocess.CompletedProcess[str]) -> str:
+    activated = {"PATH": own_bin + os.pathsep + os.environ["PATH"], "VIRTUAL_ENV": sys.prefix}
+    done = run(home, workspace, [PRINT_PREFIX, final("That one.")], "-yy", env=activated)
     assert done.returncode == EXIT_OK, done.stdout + done.stderr
     lines = [ln.strip() for ln in done.stdout.splitlines()]
     index = next(i for i, ln in enumerate(lines) if ln.startswith("✓ run_command done"))
@@ -181,36 +184,12 @@ def test_a_models_python3_is_the_projects_venv(home: Path, workspace: Path) -> N
     subprocess.run(
         [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
     )
-    done = rune(
-        home,
-        "run",
-        "--backend",
-        "scripted",
-        "--workspace",
-        str(workspace),
-        "which python?",
-        "-yy",
-        script=[PRINT_PREFIX, final("That one.")],
-        env=rune_activated(),
-    )
-    assert printed_prefix(done) == str(venv)
+    assert python3_prefix(home, workspace) == str(venv)
 
 
 @pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="Rune runs from no venv of its own")
 def test_without_a_project_venv_a_models_python3_is_not_runes(home: Path, workspace: Path) -> None:
-    done = rune(
-        home,
-        "run",
-        "--backend",
-        "scripted",
-        "--workspace",
-        str(workspace),
-        "which python?",
-        "-yy",
-        script=[PRINT_PREFIX, final("That one.")],
-        env=rune_activated(),
-    )
-    assert printed_prefix(done) != sys.prefix
+    assert python3_prefix(home, workspace) != sys.prefix
 
 
 # --- one obvious way in --------------------------------------------------------------------------
@@ -288,3 +267,13 @@ def test_a_401_says_how_to_give_a_key(
     )
     assert keyed.returncode == EXIT_OK, keyed.stdout + keyed.stderr
     assert server.requests[-1].headers.get("Authorization") == "Bearer k-2"
+
+
+def test_a_reply_cut_off_at_the_output_cap_is_never_the_answer(
+    home: Path, workspace: Path, server: FakeOpenAIServer
+) -> None:
+    server.script(text_reply("The fix is to ", finish_reason="length"))
+    url = server.base_url + "/v1"
+    done = rune(home, "run", "--backend", url, "--workspace", str(workspace), "explain")
+    assert done.returncode == EXIT_INCOMPLETE, done.stdout + done.stderr
+    assert "not finished: the answer was cut off at the output token limit" in last_line(done)

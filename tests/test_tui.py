@@ -191,7 +191,9 @@ async def test_a_malformed_call_is_shown_as_a_failed_tool_line(
     with scripted_rune(workspace) as rune:
         app = RuneApp(rune, task="go")
         async with app.run_test(size=(120, 40)) as pilot:
-            await until(pilot, lambda: "✓ answered, no file changed" in notes(app), "the end of the turn")
+            await until(
+                pilot, lambda: "✓ answered, no file changed" in notes(app), "the end of the turn"
+            )
             [line] = list(app.query(ToolLine))
             assert line.status == "failed"
             assert "not a JSON object" in str(line.title)
@@ -301,7 +303,9 @@ async def test_esc_stops_a_model_call_that_never_ends_and_ctrl_g_goes_on(
                 await until(pilot, lambda: "stopped" in notes(app), "the stop")
                 assert not app.busy and "idle" in header(app)
                 await pilot.press("ctrl+g")
-                await until(pilot, lambda: "✓ answered, no file changed" in notes(app), "the turn, gone on")
+                await until(
+                    pilot, lambda: "✓ answered, no file changed" in notes(app), "the turn, gone on"
+                )
                 assert "Hello again." in "\n".join(str(w.render()) for w in app.query(".assistant"))
         # The second call carried the same conversation: the task, once.
         second = server.bodies()[-1]["messages"]
@@ -342,7 +346,9 @@ async def test_enter_while_busy_says_so_and_up_recalls_the_last_task(workspace: 
             async with app.run_test(size=(160, 40)) as pilot:
                 await until(pilot, lambda: not app.busy, "the start")
                 await pilot.press(*"first task", "enter")
-                await until(pilot, lambda: "✓ answered, no file changed" in notes(app), "the first task")
+                await until(
+                    pilot, lambda: "✓ answered, no file changed" in notes(app), "the first task"
+                )
                 await pilot.press(*"second task", "enter")
                 await until(pilot, lambda: app.busy, "the second call")
                 await pilot.press(*"third", "enter")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -76,3 +77,10 @@ def journals() -> str:
     """Everything every session journaled (what the model was shown, among the rest)."""
     root = Path(os.environ["RUNE_DATA_DIR"]) / "sessions"
     return "".join(p.read_text(encoding="utf-8") for p in sorted(root.glob("*/journal.jsonl")))
+
+
+def session_of(done: subprocess.CompletedProcess[str]) -> str:
+    """The id of the session a run names on its second line."""
+    found = re.search(r"session (\d{8}-\d{6}-[0-9a-f]{6})", done.stdout)
+    assert found is not None, done.stdout
+    return found.group(1)

@@ -13,7 +13,6 @@ rejected, or the answer was cut off); 5 the iteration budget ran out (``rune res
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import re
 import sys
@@ -284,27 +283,32 @@ def fill_closed_std_fds() -> None:
                 os.close(opened)
 
 
+#: the options of ``rune`` itself; any other option starts a task's (``rune run``)
+_TOP_OPTIONS = frozenset({"-h", "--help", "--version"})
 #: what a command's name looks like: a word that is not a task, even when it is no command
 _COMMAND_NAME = re.compile(r"[a-z][a-z-]{0,19}")
 
 
 def shorthand(argv: Sequence[str]) -> list[str] | None:
     """The command line ``argv`` stands for, when it is one of the short ways in: nothing
-    (``rune``: the full-screen interface on a terminal), or a task in plain words
-    (``rune "fix the tests"``: ``rune run``). None: ``argv`` is read as it is.
+    (``rune``: the full-screen interface on a terminal), or a task in plain words, maybe after
+    its options (``rune "fix the tests"``: ``rune run``). None: ``argv`` is read as it is.
 
     A first word that looks like a command name but is none (``rune sesions``) is left to
     :func:`unknown_command`, so a typo is an error that names the command, never a task."""
     if not argv:
         return ["tui"] if sys.stdin.isatty() and sys.stdout.isatty() else None
     first = argv[0]
-    if first in COMMANDS or first.startswith("-") or _COMMAND_NAME.fullmatch(first):
+    if first in _TOP_OPTIONS or first in COMMANDS or _COMMAND_NAME.fullmatch(first):
         return None
+    # A task in plain words, or options before it (`rune --backend URL "TASK"`).
     return ["run", *argv]
 
 
 def unknown_command(name: str) -> str:
     """The error for a first word that is neither a command nor a task."""
+    import difflib  # only on this error: `rune --help` stays fast
+
     close = difflib.get_close_matches(name, COMMANDS, n=1)
     guess = f"Did you mean `rune {close[0]}`? " if close else ""
     return (

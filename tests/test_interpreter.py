@@ -1,0 +1,81 @@
+"""The environment a model's command gets: the project's Python first, Rune's own nowhere
+(issue 25). The CLI case, contained, is in test_cli_truthful.py; here the rule itself, and an
+uncontained command as a real subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rune.errors import CommandFailed
+from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.tools.interpreter import project_environment, project_python
+
+
+def make_venv(where: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    return where
+
+
+def test_runes_environment_leaves_path_and_virtual_env(tmp_path: Path) -> None:
+    own = tmp_path / "rune-venv"
+    environ = {
+        "PATH": os.pathsep.join([str(own / "bin"), "/usr/local/bin", "/usr/bin"]),
+        "VIRTUAL_ENV": str(own),
+        "HOME": "/home/u",
+    }
+    env = project_environment(environ, tmp_path, own=own)
+    assert env["PATH"].split(os.pathsep) == ["/usr/local/bin", "/usr/bin"]
+    assert "VIRTUAL_ENV" not in env
+    assert env["HOME"] == "/home/u"
+    assert environ["VIRTUAL_ENV"] == str(own)  # the caller's mapping is left alone
+
+
+def test_the_projects_venv_comes_first_and_another_activated_one_stays_behind(
+    tmp_path: Path,
+) -> None:
+    venv = make_venv(tmp_path / ".venv")
+    other = tmp_path / "other-venv"
+    environ = {
+        "PATH": os.pathsep.join([str(other / "bin"), str(venv / "bin"), "/usr/bin"]),
+        "VIRTUAL_ENV": str(other),
+    }
+    env = project_environment(environ, tmp_path, own=tmp_path / "rune-venv")
+    assert env["PATH"].split(os.pathsep) == [str(venv / "bin"), str(other / "bin"), "/usr/bin"]
+    assert env["VIRTUAL_ENV"] == str(venv)
+    assert project_python(environ, tmp_path) == str(venv / "bin" / "python3")
+
+
+def test_a_venv_without_a_python_is_not_the_projects(tmp_path: Path) -> None:
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    env = project_environment({"PATH": "/usr/bin"}, tmp_path, own=None)
+    assert env == {"PATH": "/usr/bin"}
+
+
+@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="Rune runs from no venv of its own")
+def test_an_uncontained_command_runs_the_projects_python(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rune's own environment activated in the shell that started it.
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+    monkeypatch.setenv("VIRTUAL_ENV", sys.prefix)
+    ex = ToolExecutor(SandboxPolicy.workspace_only(tmp_path), tmp_path, contain_commands=False)
+    command = {
+        "command": "python3 -c 'import os, sys; print(sys.prefix, os.environ.get(\"VIRTUAL_ENV\"))'"
+    }
+
+    def prefix() -> str:
+        try:
+            output = ex.apply(ex.prepare("run_command", command))
+        except CommandFailed as failed:  # no python3 other than Rune's: it is not run then
+            output = str(failed)
+        return output.splitlines()[0]
+
+    without = prefix()
+    assert without.split()[0] != sys.prefix and not without.endswith(sys.prefix)
+    venv = make_venv(tmp_path / ".venv")
+    assert prefix() == f"{venv} {venv}"
