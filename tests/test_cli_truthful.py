@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 from tests.fakes.cli import call, final, journals, rune, session_of
 from tests.fakes.openai_server import FakeOpenAIServer, error_reply, text_reply
+from tests.fakes.terminal import Terminal
 
 from rune.cli import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE
 
@@ -277,3 +279,20 @@ def test_a_reply_cut_off_at_the_output_cap_is_never_the_answer(
     done = rune(home, "run", "--backend", url, "--workspace", str(workspace), "explain")
     assert done.returncode == EXIT_INCOMPLETE, done.stdout + done.stderr
     assert "not finished: the answer was cut off at the output token limit" in last_line(done)
+
+
+def test_rune_alone_on_a_terminal_opens_the_interface_in_this_directory(
+    home: Path, workspace: Path
+) -> None:
+    environment = {**os.environ, "HOME": str(home), "TERM": "xterm-256color"}
+    environment["RUNE_BACKEND"] = "scripted"
+    term = Terminal([sys.executable, "-m", "rune.cli"], env=environment, cwd=workspace)
+    try:
+        term.expect("scripted-demo")
+        time.sleep(1)
+        term.send("\x11")  # Ctrl-Q
+        assert term.wait() == EXIT_OK
+    finally:
+        term.close()
+    listed = rune(home, "sessions").stdout
+    assert str(workspace) in listed
