@@ -25,7 +25,7 @@ with an error the model reads.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rune import constrained, fallback, outcome, repair
@@ -595,9 +595,9 @@ class LocalToolRuntime:
                 f"\nBefore you answer, run {min(self._check_tools)} to check the code as it is now."
             )
         self._answer_call(state, request, result, ok=status == "done")
-        event = self._event(state, request, status, output=output, error=error, preview=preview)
-        if exit_code is not None:
-            event = replace(event, exit_code=exit_code)
+        event = self._event(
+            state, request, status, output=output, error=error, preview=preview, exit_code=exit_code
+        )
         state.events.append(event)
         self.on_event(ev.ToolFinished(event))
 
@@ -641,6 +641,7 @@ class LocalToolRuntime:
         output: str | None = None,
         error: str | None = None,
         preview: str | None = None,
+        exit_code: int | None = None,
     ) -> ToolEvent:
         return ToolEvent(
             name=request.name,
@@ -652,6 +653,7 @@ class LocalToolRuntime:
             call_id=request.call_id,
             iteration=state.iterations_used,
             preview=preview,
+            exit_code=exit_code,
         )
 
     def _switch_to_fallback(self, state: LoopState, reason: str) -> None:

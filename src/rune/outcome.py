@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from rune.messages import ToolEvent, canonical_json
 
@@ -32,8 +33,9 @@ _TEST_COMMAND = re.compile(r"(?<![\w-])(py\.?test|unittest|tox|nox|tests?)(?![a-
 CUT_OFF = "the answer was cut off at the output token limit (max_output_tokens)"
 
 
+ProblemKind = Literal["change", "command", "check"]
 #: how the model's reminder names each kind of failure (the error follows)
-_REMINDER = {
+_REMINDER: dict[ProblemKind, str] = {
     "change": "Your last change was not made",
     "command": "Your last command failed",
     "check": "Your last check failed",
@@ -49,7 +51,7 @@ class Problem:
 
     reason: str
     detail: str
-    kind: str
+    kind: ProblemKind
     rejected: bool = False
 
     def reminder(self) -> str:

@@ -58,12 +58,7 @@ def _backend_options(parser: argparse.ArgumentParser) -> None:
         "the base URL of an OpenAI-compatible server: llama-server, vLLM, LM Studio, e.g. "
         "http://127.0.0.1:8080/v1 (default: Ollama if it answers, else the embedded model)",
     )
-    parser.add_argument(
-        "--api-key",
-        metavar="KEY",
-        help="API key for an OpenAI-compatible server (other users can see it in `ps`: "
-        "RUNE_API_KEY or `api_key` in config.toml keep it out of sight)",
-    )
+    _api_key_option(parser)
     parser.add_argument("--workspace", help="project directory (default: the current one)")
     parser.add_argument(
         "--timeout",
@@ -77,6 +72,15 @@ def _backend_options(parser: argparse.ArgumentParser) -> None:
         choices=("auto", "native", "text", "constrained"),
         help="how the model calls tools (default auto: constrained for the embedded backend, "
         "native when the server's model has tools, else text)",
+    )
+
+
+def _api_key_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help="API key for an OpenAI-compatible server (other users can see it in `ps`: "
+        "RUNE_API_KEY or `api_key` in config.toml keep it out of sight)",
     )
 
 
@@ -134,6 +138,7 @@ def _resume(parser: argparse.ArgumentParser) -> None:
     _sandbox_options(parser)
     parser.add_argument("--model", help="use another model than the session's")
     parser.add_argument("--backend", help="use another backend than the session's")
+    _api_key_option(parser)
     parser.add_argument(
         "--timeout", type=float, metavar="SECONDS", help="read timeout for the model server"
     )
