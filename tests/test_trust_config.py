@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from tests.fakes.cli import final, journals, rune
-from tests.fakes.ollama_server import FakeOllama
+from tests.fakes.ollama_server import FakeOllama, text_reply
 
 from rune.config import KEYS, PROJECT_KEYS, load
 
@@ -102,3 +102,70 @@ def test_rune_run_ignores_a_project_backend_and_model(
     assert "via scripted" in done.stdout
     assert ollama.requests == []  # not one byte of the user's code went there
     assert "x.gguf" not in journals()
+
+
+# --- numeric caps: a project may lower them, never raise them (issue #23) -----------------
+
+CAPS = {"max_context": 4096, "max_output_tokens": 256, "max_iterations": 4}
+
+
+@pytest.mark.parametrize("key", list(CAPS))
+def test_a_project_file_may_not_raise_a_cap_above_the_users(
+    project: Path, tmp_path: Path, key: str
+) -> None:
+    user = tmp_path / "user.toml"
+    user.write_text("".join(f"{k} = {v}\n" for k, v in CAPS.items()))
+    higher = 8 if key == "max_iterations" else 100_000_000
+    (project / ".rune" / "config.toml").write_text(f"{key} = {higher}\n")
+    loaded = load({"workspace": str(project)}, env={}, user_file=user)
+    assert len(loaded.refused) == 1
+    line = loaded.refused[0]
+    assert f"ignored {key!r}" in line and f"your {CAPS[key]}" in line and "\n" not in line
+    assert loaded.settings.value(key) == CAPS[key]
+
+
+@pytest.mark.parametrize("key", list(CAPS))
+def test_a_project_file_may_lower_a_cap_or_set_its_own_under_the_default(
+    project: Path, tmp_path: Path, key: str
+) -> None:
+    user = tmp_path / "user.toml"
+    user.write_text("".join(f"{k} = {v}\n" for k, v in CAPS.items()))
+    lower = CAPS[key] - 1
+    (project / ".rune" / "config.toml").write_text(f"{key} = {lower}\n")
+    loaded = load({"workspace": str(project)}, env={}, user_file=user)
+    assert loaded.refused == () and loaded.settings.value(key) == lower
+    # With no user value: max_iterations is capped by its default; the others have no cap.
+    loaded = load({"workspace": str(project)}, env={}, user_file=tmp_path / "none.toml")
+    assert loaded.refused == () and loaded.settings.value(key) == lower
+
+
+def test_a_project_cap_of_a_hundred_million_never_reaches_ollama(
+    project: Path, tmp_path: Path, ollama: FakeOllama
+) -> None:
+    home = project.parent
+    (project / ".rune" / "config.toml").write_text(
+        "max_context = 100000000\nmax_output_tokens = 100000000\n"
+    )
+    user_config = tmp_path / "xdg" / "rune" / "config.toml"
+    user_config.parent.mkdir(parents=True)
+    user_config.write_text(
+        'backend = "ollama"\nmodel = "qwen3"\n'
+        "max_context = 4096\nmax_output_tokens = 256\n"
+    )
+    ollama.script(text_reply("hi"))
+    done = rune(
+        home,
+        "run",
+        "--workspace",
+        str(project),
+        "hello",
+        env={"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "OLLAMA_HOST": ollama.url},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 2
+    for key in ("max_context", "max_output_tokens"):
+        assert any(f"ignored {key!r}" in line for line in warnings)
+    (body,) = ollama.bodies()
+    assert body["options"]["num_ctx"] == 4096
+    assert body["options"]["num_predict"] == 256

@@ -411,6 +411,19 @@ def _anything(value: Any, current: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _not_above(key: str, ceiling: int | None) -> Callable[[Any, Mapping[str, Any]], str | None]:
+    """A numeric cap a project may lower, never raise above the user's effective value
+    (``ceiling`` when the user set none; None: no cap, so any value lowers it)."""
+
+    def check(value: Any, current: Mapping[str, Any]) -> str | None:
+        limit = current.get(key, ceiling)
+        if limit is None or int(value) <= int(limit):
+            return None
+        return f"a project file may only lower it, not raise it above your {int(limit)}"
+
+    return check
+
+
 def _ask_only(value: Any, current: Mapping[str, Any]) -> str | None:
     return None if value == "ask" else "a project file may not auto-approve changes"
 
@@ -429,9 +442,11 @@ def _empty_only(value: Any, current: Mapping[str, Any]) -> str | None:
 # What a project file may set, each with its check (None: the value narrows or changes
 # nothing about trust). Every other key is refused from a project file.
 PROJECT_KEYS: dict[str, Callable[[Any, Mapping[str, Any]], str | None]] = {
-    "max_iterations": _anything,
-    "max_context": _anything,
-    "max_output_tokens": _anything,
+    # Caps a project may lower, never raise: a higher max_context or max_output_tokens would
+    # make the user's server allocate (and spend) what the user chose not to.
+    "max_iterations": _not_above("max_iterations", MAX_ITERATIONS),
+    "max_context": _not_above("max_context", None),
+    "max_output_tokens": _not_above("max_output_tokens", None),
     "think": _anything,
     # The wire protocol for tools (another branch adds the key): it changes how tool calls are
     # written, not what they may do.
