@@ -17,6 +17,7 @@ from rune.config import Settings, load
 from rune.errors import SandboxDenied, ToolError
 from rune.tool_executor import SandboxPolicy, ToolExecutor, validate_read_path
 from rune.tools.formatting import find_ruff
+from rune.tools.spec import NeedsApproval
 
 # path under home -> a line no tool may ever show the model
 STORES = {
@@ -97,12 +98,21 @@ def test_no_credential_store_is_read_listed_or_searched(
     for rel in STORE_DIRS:
         with pytest.raises(SandboxDenied):
             ex.run("list_dir", {"path": str(home / rel)})
-    found = ex.run("search", {"pattern": "SECRET", "path": "~"})
+    # The rune command asks before it searches home: the user saying yes opens no store.
+    found = approved(ex, "search", {"pattern": "SECRET", "path": "~"})
     assert "SECRET-" not in found
     assert found.startswith("no matches")
     # Skipped silently: not counted as unreadable, not named.
     assert "skipped" not in found
     assert "ordinary" in ex.run("search", {"pattern": "ordinary", "path": "~"})
+
+
+def approved(ex: ToolExecutor, name: str, arguments: dict[str, str]) -> str:
+    """The call's output, approved by the user when it asks."""
+    try:
+        return ex.run(name, arguments)
+    except NeedsApproval as needed:
+        return ex.apply(needed.change)
 
 
 def test_a_symlink_in_the_workspace_to_a_store_is_refused(home: Path) -> None:
@@ -190,18 +200,16 @@ def test_rune_run_never_shows_the_model_a_secret(home: Path) -> None:
 
 def test_rune_run_reads_a_store_the_user_allowed_by_flag(home: Path) -> None:
     script = [call("read_file", path="~/.aws/config"), final()]
-    done = rune(
-        home,
-        "run",
-        "--backend",
-        "scripted",
-        "--workspace",
-        str(home / "proj"),
-        "--allow-credential",
-        str(home / ".aws" / "config"),
-        "look",
-        script=script,
-    )
+    args = ["run", "--backend", "scripted", "--workspace", str(home / "proj")]
+    allow = ["--allow-credential", str(home / ".aws" / "config"), "look"]
+    # Outside the workspace, an allowed store is asked for like any file: with no terminal,
+    # refused.
+    done = rune(home, *args, *allow, script=script)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "needs the user's approval" in journals() and "SECRET-region" not in journals()
+    # Read freely once the user's own config makes its directory a read root too.
+    roots = {"RUNE_SANDBOX_READ_ROOTS": str(home / ".aws")}
+    done = rune(home, *args, *allow, script=script, env=roots)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SECRET-region" in journals()
 

@@ -24,6 +24,7 @@ from rune.errors import BackendUnavailable, ConfigError
 from rune.messages import OperatorResponse, PendingApproval
 from rune.paths import prompt_cache_dir
 from rune.tool_executor import ToolExecutor
+from rune.tools.builtin import BUILTIN_TOOLS
 from rune.tools.sandbox import SandboxPolicy
 from rune.transport.base import DEFAULT_WINDOW as DEFAULT_WINDOW  # for `rune doctor`
 from rune.transport.base import Capabilities, Transport
@@ -72,28 +73,49 @@ def auto_approves(mode: ApprovalMode, pending: PendingApproval) -> bool:
 
 def sandbox_policy(settings: Settings) -> SandboxPolicy:
     """The policy the ``rune`` command uses: write only the workspace (plus the directories
-    the user's own config or flags add); read home, /tmp and the workspace (or only the
-    workspace with ``sandbox.workspace_only``). ``SandboxPolicy.default()``, which writes all of
-    home, stays the library's default."""
+    the user's own config or flags add); read the workspace, those directories and Python's
+    standard library and site-packages freely, and the rest of home, /tmp (and /mnt/workdrive)
+    once the user approves (``sandbox.workspace_only``: nothing outside is asked for).
+    ``SandboxPolicy.default()``, which reads and writes all of home, stays the library's
+    default."""
     workspace = Path(os.path.realpath(settings.workspace))
     extra_write = list(settings.sandbox_write_roots)
     extra_read = list(settings.sandbox_read_roots)
     allowed = list(settings.sandbox_allow_credentials)
+    home = Path.home()
     if settings.sandbox_workspace_only:
         return SandboxPolicy(
             read_roots=[workspace, *extra_write, *extra_read],
             write_roots=[workspace, *extra_write],
-            home=Path.home(),
+            home=home,
             allow_credentials=allowed,
         )
     base = SandboxPolicy.default()
     return SandboxPolicy(
-        read_roots=[*base.read_roots, workspace, *extra_write, *extra_read],
+        read_roots=[workspace, *extra_write, *extra_read, *python_library_dirs(home)],
         write_roots=[workspace, *extra_write],
         blocked=base.blocked,
+        ask_read_roots=base.read_roots,
         home=base.home,
         allow_credentials=allowed,
     )
+
+
+def python_library_dirs(home: Path) -> list[Path]:
+    """Where Rune's interpreter keeps its standard library and site-packages (the user's
+    too): a coding model reads them to see how a library works. One that would hold the whole
+    home (an odd prefix) is left out."""
+    import site
+    import sysconfig
+
+    names = ("stdlib", "platstdlib", "purelib", "platlib")
+    found = [sysconfig.get_path(name) for name in names]
+    found.append(site.getusersitepackages())
+    dirs = []
+    for path in dict.fromkeys(Path(os.path.realpath(p)) for p in found if p):
+        if path.is_dir() and not home.resolve().is_relative_to(path):
+            dirs.append(path)
+    return dirs
 
 
 def policy_report(settings: Settings) -> list[tuple[str, str]]:
@@ -108,7 +130,13 @@ def policy_report(settings: Settings) -> list[tuple[str, str]]:
         "sensitive are approved; everything else asks",
         "all": "--yes --yes: file changes and commands are approved, except sensitive changes",
     }[settings.approval]
+    asked = ", ".join(policy.describe_ask_read_roots()) or "nothing (only the roots above)"
     return [
+        (
+            "read after approval",
+            f"{asked}: once per directory tree for the session, asked even under --yes; "
+            "refused when Rune is not at a terminal",
+        ),
         ("never read or written", ", ".join(str(p) for p in policy.blocked)),
         (
             "credentials (never read or written)",
@@ -492,8 +520,12 @@ def open_rune(
     title: str = "",
     announce: Callable[[Opening], None] | None = None,
     status: Callable[[str], None] | None = None,
+    can_ask: bool = False,
 ) -> Iterator[Rune]:
     """Build the agent for a new session (or reopen ``session_id``); close all on exit.
+
+    ``can_ask``: someone at a terminal can approve a read outside the workspace (else such a
+    read is refused with a message the model reads, and the run goes on).
 
     ``announce`` hears the model and backend as soon as they are chosen, before the server is
     asked anything (which may hang until the read timeout); ``status`` hears each slow step
@@ -535,7 +567,14 @@ def open_rune(
             say("starting the MCP servers")
         manager = stack.enter_context(mcp_servers(loaded.mcp_servers, settings))
         operator = build_operator(
-            settings, choice, transport, model, session=session, on_event=relay, mcp=manager
+            settings,
+            choice,
+            transport,
+            model,
+            session=session,
+            on_event=relay,
+            mcp=manager,
+            can_ask=can_ask,
         )
         yield Rune(
             settings,
@@ -561,23 +600,24 @@ def build_operator(
     on_event: ev.EventSink | None = None,
     tools: Any = None,
     mcp: Any = None,
+    can_ask: bool = False,
 ) -> Any:
     """The operator ``rune run`` drives for ``settings`` on ``transport``: the sandboxed
     tools, the generation options and the tool protocol (also used by ``bench/tasks.py``,
     which shares one model server between tasks). ``tools`` replaces the built-in tool set
     (the benchmark's ablations); ``mcp`` (an ``McpManager``, :func:`mcp_servers`) adds its
-    servers' tools."""
+    servers' tools; ``can_ask``: see :func:`open_rune`."""
     from rune.operator import RuneOperator
     from rune.sessions.changes import ChangeLog
 
     # Each applied file change is recorded in the session, for `rune undo`.
     changes = ChangeLog(session) if session is not None else None
-    executor: Any = (
-        ToolExecutor(sandbox_policy(settings), settings.workspace, changes=changes)
-        if tools is None
-        else ToolExecutor(
-            sandbox_policy(settings), settings.workspace, tools=tools, changes=changes
-        )
+    executor: Any = ToolExecutor(
+        sandbox_policy(settings),
+        settings.workspace,
+        tools=BUILTIN_TOOLS if tools is None else tools,
+        changes=changes,
+        ask_reads=can_ask,
     )
     if mcp is not None:
         from rune.tools.mcp.executor import CombinedExecutor, McpExecutor

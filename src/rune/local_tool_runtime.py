@@ -8,7 +8,8 @@
          constrained by the server's grammar: rune.constrained) are chosen by the caller
       └─ _run_loop: while True
            ├─ execute queued requests (dedup: name + canonical arguments)
-           │    ├─ read-only → dispatch immediately
+           │    ├─ read-only → dispatch immediately (a read the executor says needs
+           │    │               approval pauses like a change: NeedsApproval)
            │    └─ mutating  → prepare → pause with serializable pending_state
            ├─ iterations_used >= max_iterations → typed failure "iteration limit"
            ├─ same failing signature twice in a row → typed failure (circuit breaker)
@@ -58,7 +59,14 @@ from rune.state import (
     PendingState,
     unseal,
 )
-from rune.tools.spec import Executor, PreparedChange, Trial, TriesChanges
+from rune.tools.spec import (
+    Executor,
+    GrantsReads,
+    NeedsApproval,
+    PreparedChange,
+    Trial,
+    TriesChanges,
+)
 from rune.transport.base import Transport
 
 __all__ = [
@@ -212,6 +220,7 @@ class LocalToolRuntime:
         except RuneError as err:
             return self._failure_before_loop(err)
         state, request, change = pending.loop_state(), pending.request, pending.change
+        self._restore_grants(pending)
         try:
             output = self.executor.apply(change)
         except Exception as err:
@@ -232,6 +241,7 @@ class LocalToolRuntime:
         except RuneError as err:
             return self._failure_before_loop(err)
         state, request = pending.loop_state(), pending.request
+        self._restore_grants(pending)
         message = f"{REJECTED}{reason.strip() or '(no reason given)'}"
         self._finish(
             state, request, "rejected", message, error=message, preview=pending.change.preview
@@ -536,6 +546,8 @@ class LocalToolRuntime:
         self.on_event(ev.ToolStarted(request, state.iterations_used))
         try:
             output = self.executor.run(request.name, request.arguments)
+        except NeedsApproval as needed:
+            return self._pause(state, request, needed.change)
         except Exception as err:
             return self._record_failure(state, request, err)
         self._record_success(state, request, output)
@@ -676,8 +688,13 @@ class LocalToolRuntime:
     def _pause(
         self, state: LoopState, request: ToolRequest, change: PreparedChange
     ) -> OperatorResponse:
+        grants = self.executor.read_grants() if isinstance(self.executor, GrantsReads) else ()
         pending = PendingState.of(
-            state, model=self.model, iteration_budget=self.max_iterations, change=change
+            state,
+            model=self.model,
+            iteration_budget=self.max_iterations,
+            change=change,
+            grants=grants,
         )
         self.on_event(ev.ApprovalRequired(pending.approval))
         waiting = self._event(state, request, "pending_approval", preview=change.preview)
@@ -692,6 +709,12 @@ class LocalToolRuntime:
             pending=pending.approval,
             _pending_json=sealed.dumps(),
         )
+
+    def _restore_grants(self, pending: PendingState) -> None:
+        """The reads the user approved before the pause (sealed with it): a state resumed in
+        another process reads what this session was let read, and no more."""
+        if pending.grants and isinstance(self.executor, GrantsReads):
+            self.executor.restore_read_grants(pending.grants)
 
     def _key(self) -> bytes:
         if self._seal_key is None:

@@ -180,7 +180,8 @@ class PendingApproval:
     """The human-readable view of what a paused run waits for.
 
     ``contained`` is set for commands; ``sensitive`` says why this change is asked for even
-    under ``--yes`` (None: ``--yes`` may approve it).
+    under ``--yes`` (None: ``--yes`` may approve it); ``grant`` is set for a read outside the
+    workspace: the tree approving it lets the session read.
     """
 
     name: str
@@ -189,12 +190,13 @@ class PendingApproval:
     preview: str
     contained: bool | None = None
     sensitive: str | None = None
+    grant: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "arguments", freeze(self.arguments))
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "name": self.name,
             "arguments": thaw(self.arguments),
             "summary": self.summary,
@@ -202,6 +204,9 @@ class PendingApproval:
             "contained": self.contained,
             "sensitive": self.sensitive,
         }
+        if self.grant is not None:
+            data["grant"] = self.grant
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PendingApproval:
@@ -212,6 +217,7 @@ class PendingApproval:
             preview=str(data["preview"]),
             contained=data.get("contained"),
             sensitive=data.get("sensitive"),
+            grant=None if data.get("grant") is None else str(data["grant"]),
         )
 
 

@@ -30,8 +30,11 @@ from rune.messages import (
 from rune.tools.spec import PreparedChange
 
 #: 2: the seal is an HMAC over every field (version 1 states carried a plain SHA-256 of the
-#: request and the change, which anyone could recompute)
-STATE_VERSION = 2
+#: request and the change, which anyone could recompute); 3: the state carries the session's
+#: read grants, and a change may be an approved read (``PreparedChange.grant``)
+STATE_VERSION = 3
+#: versions this one reads: a version 2 state is a version 3 state without grants
+READABLE_VERSIONS = (2, 3)
 #: the JSON field that says "a pending state, in this version's form"
 VERSION_FIELD = "rune_pending_state"
 #: the protocols a loop runs (``LocalToolRuntime`` chooses one; "auto" is not among them)
@@ -103,6 +106,8 @@ class PendingState:
     change: PreparedChange
     opening: int | None = None
     repairs: int = 0
+    #: the directory trees the user let the session read before this pause
+    grants: tuple[str, ...] = ()
     seal: str = ""
     source: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
@@ -110,7 +115,13 @@ class PendingState:
 
     @classmethod
     def of(
-        cls, loop: LoopState, *, model: str, iteration_budget: int, change: PreparedChange
+        cls,
+        loop: LoopState,
+        *,
+        model: str,
+        iteration_budget: int,
+        change: PreparedChange,
+        grants: Sequence[str] = (),
     ) -> PendingState:
         """The loop paused on ``loop.queue[0]``, whose prepared change is ``change``."""
         return cls(
@@ -132,6 +143,7 @@ class PendingState:
             change=change,
             opening=loop.opening,
             repairs=loop.repairs,
+            grants=tuple(grants),
         )
 
     def loop_state(self) -> LoopState:
@@ -193,6 +205,7 @@ class PendingState:
             "change": self.change.to_json(),
             "opening": self.opening,
             "repairs": self.repairs,
+            "grants": list(self.grants),
             seal.SEAL_FIELD: self.seal,
         }
 
@@ -225,6 +238,7 @@ class PendingState:
                 change=PreparedChange.from_json(data["change"]),
                 opening=None if data.get("opening") is None else int(data["opening"]),
                 repairs=int(data.get("repairs", 0)),
+                grants=tuple(str(g) for g in data.get("grants", ())),
                 seal=str(data[seal.SEAL_FIELD]),
                 source=freeze(data),
             )
@@ -272,13 +286,21 @@ def approval_of(change: PreparedChange) -> PendingApproval:
         preview=change.preview,
         contained=change.contained,
         sensitive=change.sensitive,
+        grant=change.grant,
     )
 
 
 def _check_envelope(data: object) -> Mapping[str, Any]:
-    """``data`` if it says it is a sealed pending state of this version."""
-    if not isinstance(data, Mapping) or data.get(VERSION_FIELD) != STATE_VERSION:
-        raise InvalidPendingState("this is not a pending approval written by this version of Rune")
+    """``data`` if it says it is a sealed pending state of a version this one reads."""
+    if not isinstance(data, Mapping) or VERSION_FIELD not in data:
+        raise InvalidPendingState("this is not a pending approval written by Rune")
+    version = data[VERSION_FIELD]
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
+        raise InvalidPendingState(
+            f"this pending approval has version {version!r}, which this version of Rune does "
+            f"not read (it reads versions {', '.join(map(str, READABLE_VERSIONS))}); send the task "
+            "again, or resume it with the Rune that wrote it"
+        )
     if not isinstance(data.get(seal.SEAL_FIELD), str):
         raise InvalidPendingState("the pending state is damaged: it has no seal")
     return data

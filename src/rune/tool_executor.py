@@ -10,16 +10,22 @@ import contextlib
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rune.errors import RuneError, ToolError, ToolInputError
+from rune.errors import RuneError, SandboxDenied, ToolError, ToolInputError
 from rune.messages import thaw
 from rune.tools import checks, fs
 from rune.tools.builtin import BUILTIN_TOOLS, BuiltinTool, ToolContext
 from rune.tools.commands import containment
-from rune.tools.sandbox import SandboxPolicy, validate_read_path, validate_write_path
-from rune.tools.spec import ChangeRecorder, PreparedChange, ToolSpec, Trial
+from rune.tools.sandbox import (
+    ReadNeedsApproval,
+    SandboxPolicy,
+    validate_read_path,
+    validate_write_path,
+)
+from rune.tools.spec import ChangeRecorder, NeedsApproval, PreparedChange, ToolSpec, Trial
 
 __all__ = [
     "SandboxPolicy",
@@ -108,6 +114,11 @@ class ToolExecutor:
     The check tools (``run_python``) are offered only where they can run contained: they run
     without approval because the sandbox makes them read-only. ``changes`` records each
     applied file change with what it replaced (the session's undo log, docs/undo.md).
+
+    A read in the policy's ``ask_read_roots`` needs the user's approval: ``run`` raises
+    :class:`NeedsApproval` (the loop pauses), or, with ``ask_reads=False`` (no one to ask: no
+    terminal), a :class:`SandboxDenied` the model reads. An approved directory stays readable
+    for this executor's life (:meth:`read_grants`).
     """
 
     def __init__(
@@ -118,10 +129,13 @@ class ToolExecutor:
         tools: Iterable[BuiltinTool] = BUILTIN_TOOLS,
         contain_commands: bool | None = None,
         changes: ChangeRecorder | None = None,
+        ask_reads: bool = True,
     ) -> None:
         self.policy = policy if policy is not None else SandboxPolicy.default()
         self.workspace = Path(os.path.realpath(workspace if workspace is not None else os.getcwd()))
         self._ctx = ToolContext(self.policy, self.workspace, contain_commands)
+        self._ask_reads = ask_reads
+        self._grants: list[str] = []
         can_check = checks.can_run_contained(self._ctx)
         self._tools = {t.spec.name: t for t in tools if can_check or not t.spec.checks}
         self._specs = tuple(t.spec for t in self._tools.values())
@@ -150,8 +164,80 @@ class ToolExecutor:
         tool = self._tool(name, arguments)
         if tool.run is None:
             raise ToolError(f"{name} changes files and needs approval; it cannot run directly.")
-        with _os_errors_as_tool_errors(name):
-            return tool.run(self._ctx, arguments)
+        try:
+            with _os_errors_as_tool_errors(name):
+                return tool.run(self._ctx, arguments)
+        except ReadNeedsApproval as needed:
+            raise self._ask_to_read(name, arguments, needed) from None
+
+    def _ask_to_read(
+        self, name: str, arguments: Mapping[str, Any], needed: ReadNeedsApproval
+    ) -> ToolError:
+        if not self._ask_reads:
+            return SandboxDenied(
+                f"{needed} No one can approve it in this run (Rune is not at a terminal), so "
+                "it was not read. Work with the files in the workspace, or tell the user what "
+                "you need to read."
+            )
+        tree, path = needed.tree, needed.path
+        scope = (
+            f"approving lets Rune read everything under {tree} for the rest of this session"
+            if tree.is_dir()
+            else f"approving lets Rune read {tree}, this once"
+        )
+        return NeedsApproval(
+            PreparedChange(
+                tool=name,
+                arguments=arguments,
+                summary=f"{name} reads {path}, outside the workspace",
+                preview=f"{scope} (credential stores stay refused)\n",
+                sensitive=f"{path} is outside the workspace {self.workspace}",
+                grant=str(tree),
+            )
+        )
+
+    def read_grants(self) -> tuple[str, ...]:
+        """The directory trees the user let this session read (in the order approved)."""
+        return tuple(self._grants)
+
+    def restore_read_grants(self, trees: Sequence[str]) -> None:
+        """Take back grants a paused state carried; one the policy no longer asks for (a
+        changed config) is dropped, never widened."""
+        for tree in trees:
+            if os.path.realpath(tree) not in self._grants and os.path.isdir(tree):
+                with contextlib.suppress(SandboxDenied):
+                    self._grant(tree)
+
+    def _grant(self, tree: str) -> None:
+        self.policy = self.policy.granting(tree)
+        self._ctx = replace(self._ctx, policy=self.policy)
+        self._grants.append(os.path.realpath(tree))
+
+    def _apply_grant(self, change: PreparedChange) -> str:
+        """Run the approved read: with its tree granted for good, or, for a file alone, with
+        a policy that reads its directory for this one call (the call reads only that file:
+        it was validated to resolve there, and is opened without following links)."""
+        assert change.grant is not None
+        tool = self._tool(change.tool, change.arguments)
+        if tool.run is None:
+            raise ToolError(f"{change.tool} is not a read; nothing was read.")
+        try:
+            with _os_errors_as_tool_errors(change.tool):
+                return tool.run(self._ctx, change.arguments)
+        except ReadNeedsApproval as needed:
+            if str(needed.tree) != change.grant:
+                raise SandboxDenied(
+                    f"{change.tool} now reads {needed.path}, not under {change.grant} that was "
+                    "approved; nothing was read. Ask again."
+                ) from None
+        ctx = self._ctx
+        if os.path.isdir(change.grant):
+            self._grant(change.grant)
+            ctx = self._ctx
+        else:
+            ctx = replace(ctx, policy=self.policy.granting(os.path.dirname(change.grant)))
+        with _os_errors_as_tool_errors(change.tool):
+            return tool.run(ctx, change.arguments)
 
     def prepare(self, name: str, arguments: Mapping[str, Any]) -> PreparedChange:
         tool = self._tool(name, arguments)
@@ -161,6 +247,8 @@ class ToolExecutor:
             return tool.prepare(self._ctx, arguments)
 
     def apply(self, change: PreparedChange) -> str:
+        if change.grant is not None:
+            return self._apply_grant(change)
         tool = self._tool(change.tool, change.arguments)
         if tool.apply is None:
             raise ToolError(f"{change.tool} is read-only; nothing to apply.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -100,6 +101,9 @@ def opened(loaded: LoadedConfig, reporter: ConsoleReporter, **options: Any) -> I
         if opening.picked:
             reporter.line(Text(f"  ({opening.picked})", style="dim"))
 
+    # A read outside the workspace is asked at a terminal only: answers piped in were written
+    # before anyone saw what the model would ask to read.
+    options.setdefault("can_ask", sys.stdin is not None and sys.stdin.isatty())
     try:
         with open_rune(loaded, announce=announce, status=reporter.waiting, **options) as rune:
             reporter.waiting(None)
@@ -183,7 +187,7 @@ def _pager(pending: Any) -> Callable[[], None] | None:
     """ "d" at the approval prompt: the whole diff in the pager, on a terminal."""
     from rune.view import is_command
 
-    if not out.is_terminal or is_command(pending) or not pending.preview:
+    if not out.is_terminal or is_command(pending) or pending.grant or not pending.preview:
         return None
     return lambda: page_text(visible(pending.preview))
 
@@ -594,8 +598,6 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
-    import sys
-
     from rune.app import open_rune
     from rune.tui import RuneApp
 
@@ -609,7 +611,8 @@ def cmd_tui(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     loaded = load_config(args)
-    with open_rune(loaded, session_id=args.session, title=(args.task or "")[:80]) as rune:
+    title = (args.task or "")[:80]
+    with open_rune(loaded, session_id=args.session, title=title, can_ask=True) as rune:
         app = RuneApp(rune, task=args.task)
         app.run()
     return app.return_code or EXIT_OK

@@ -236,11 +236,19 @@ def environment_block(
         f"- Workspace (relative paths start here): {workspace}",
         f"- OS: {platform.system()} {platform.release()}",
         f"- You may read under: {_roots(policy.describe_read_roots(), workspace)}",
+        *_asked(policy),
         f"- You may write (after approval) under: "
         f"{_roots(policy.describe_write_roots(), workspace)}",
         f"- Commands: {commands}",
     ]
     return ContextBlock("environment", "\n".join(lines), ENVIRONMENT_BUCKET, evictable=True)
+
+
+def _asked(policy: SandboxPolicy) -> list[str]:
+    asked = policy.describe_ask_read_roots()
+    if not asked:
+        return []
+    return [f"- Reading elsewhere under {', '.join(asked)} asks the user first, who may refuse"]
 
 
 def _roots(roots: Sequence[str], workspace: Path) -> str:

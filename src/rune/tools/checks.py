@@ -46,11 +46,13 @@ _ASSERTS = re.compile(r"\bassert\b|\braise\b")
 
 def can_run_contained(ctx: ToolContext) -> bool:
     """Whether checks are offered: commands may be contained, bubblewrap works, and the policy
-    lets the model read the user's home anyway. A contained run reads the file system as a
-    contained command does (secrets and Rune's own files masked), which is more than a
-    workspace-only policy (``sandbox.workspace_only``) lets the model read."""
+    lets the model read the user's home anyway (freely, or once the user approves). A
+    contained run reads the file system as a contained command does (secrets and Rune's own
+    files masked), which is more than a workspace-only policy (``sandbox.workspace_only``)
+    lets the model read."""
     home = ctx.policy.home
-    if ctx.contain_commands is False or home is None or not within(home, ctx.policy.read_roots):
+    readable = (*ctx.policy.read_roots, *ctx.policy.ask_read_roots)
+    if ctx.contain_commands is False or home is None or not within(home, readable):
         return False
     bwrap = find_bwrap()
     return bwrap is not None and bwrap_works(bwrap)

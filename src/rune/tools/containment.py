@@ -233,7 +233,9 @@ def home_secrets(home: Path, workspace: Path, policy: SandboxPolicy) -> Scan:
     walk down to :data:`HOME_SCAN_DEPTH` levels for names that may lie anywhere (histories)."""
     found = Scan()
     candidates = [home / name for name in CREDENTIALS.names]
-    candidates += [home / seq for names in (CREDENTIALS, RUNE_OWN) for seq in names.sequences]
+    for seq in (*CREDENTIALS.sequences, *RUNE_OWN.sequences):
+        # (an entry ending in "*" names every channel: .config/google-chrome-beta)
+        candidates += sorted(home.glob(seq)) if seq.endswith("*") else [home / seq]
     seen: set[Path] = set()
 
     def take(path: Path) -> None:

@@ -11,8 +11,9 @@ Each list matches path components case-folded (NFC), at any depth, existing or n
   tool is used (``AGENTS.md``, ``conftest.py``, CI workflows); changing one always asks, even
   under ``--yes``.
 
-A :class:`NameList` entry is a single name (any component), a suffix of a component, or a run
-of components (``.config/gh``); a match covers that component and everything below it.
+A :class:`NameList` entry is a single name (any component), a prefix or a suffix of a
+component, or a run of components (``.config/gh``; its last part may end in ``*``:
+``.config/google-chrome*``); a match covers that component and everything below it.
 """
 
 from __future__ import annotations
@@ -32,13 +33,16 @@ class NameList:
     """Names that mean one thing (``what``) wherever they appear in a path.
 
     ``names`` match one component; ``sequences`` (``".config/gh"``) match components in a
-    row; ``suffixes`` match the end of a component, ``dot_suffixes`` only that of a dot-name
-    (``.bash_history``, not ``order_history``). All are compared case-folded.
+    row, the last one by prefix when it ends in ``*`` (``".config/google-chrome*"``);
+    ``prefixes`` and ``suffixes`` match the start or end of a component, ``dot_suffixes``
+    only the end of a dot-name (``.bash_history``, not ``order_history``). All are compared
+    case-folded.
     """
 
     what: str
     names: frozenset[str] = frozenset()
     sequences: tuple[str, ...] = ()
+    prefixes: tuple[str, ...] = ()
     suffixes: tuple[str, ...] = ()
     dot_suffixes: tuple[str, ...] = ()
     _names: frozenset[str] = field(init=False, repr=False, compare=False)
@@ -46,6 +50,7 @@ class NameList:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_names", frozenset(fold(n) for n in self.names))
+        object.__setattr__(self, "prefixes", tuple(fold(p) for p in self.prefixes))
         first: dict[str, list[tuple[str, ...]]] = {}
         for entry in self.sequences:
             seq = tuple(fold(part) for part in entry.split("/"))
@@ -57,10 +62,12 @@ class NameList:
         for i, part in enumerate(folded):
             if part in self._names or (self.suffixes and part.endswith(self.suffixes)):
                 return i + 1
+            if self.prefixes and part.startswith(self.prefixes):
+                return i + 1
             if self.dot_suffixes and part.startswith(".") and part.endswith(self.dot_suffixes):
                 return i + 1
             for seq in self._first.get(part, ()):
-                if tuple(folded[i : i + len(seq)]) == seq:
+                if _sequence_at(folded[i : i + len(seq)], seq):
                     return i + len(seq)
         return None
 
@@ -72,7 +79,18 @@ class NameList:
     def entries(self) -> list[str]:
         """Every entry as the documentation writes it, for ``rune doctor``."""
         shown = [*sorted(self.names, key=str.casefold), *self.sequences]
-        return shown + [f"*{s}" for s in self.suffixes] + [f".*{s}" for s in self.dot_suffixes]
+        shown += [f"{p}*" for p in self.prefixes] + [f"*{s}" for s in self.suffixes]
+        return shown + [f".*{s}" for s in self.dot_suffixes]
+
+
+def _sequence_at(parts: list[str], seq: tuple[str, ...]) -> bool:
+    """Whether ``parts`` are the components of ``seq`` (its last one by prefix: ``name*``)."""
+    if len(parts) != len(seq):
+        return False
+    *head, last = seq
+    if last.endswith("*"):
+        return parts[:-1] == head and parts[-1].startswith(last[:-1])
+    return tuple(parts) == seq
 
 
 def first_match(lists: Iterable[NameList], path: Path) -> tuple[NameList, Path] | None:
@@ -111,6 +129,11 @@ CREDENTIALS = NameList(
             ".mozilla",
             ".thunderbird",
             ".librewolf",
+            # Chromium-based browsers keep saved passwords in these files, wherever the profile is.
+            "Login Data",
+            "Login Data For Account",
+            # Kerberos keys (tickets are krb5cc_*, below).
+            "krb5.keytab",
             # Shell and REPL histories: typed passwords and tokens.
             ".histfile",
             ".zhistory",
@@ -118,6 +141,8 @@ CREDENTIALS = NameList(
             "fish_history",
         }
     ),
+    # Kerberos ticket caches: /tmp/krb5cc_1000, krb5cc_1000_XXXX.
+    prefixes=("krb5cc",),
     sequences=(
         ".config/gcloud",
         ".config/gh",
@@ -138,15 +163,35 @@ CREDENTIALS = NameList(
         ".m2/settings.xml",
         ".m2/settings-security.xml",
         ".gradle/gradle.properties",
-        ".config/google-chrome",
-        ".config/chromium",
+        # Browser profiles (saved logins, cookies), every channel: -beta, -unstable, -dev.
+        ".config/google-chrome*",
+        ".config/chromium*",
         ".config/BraveSoftware",
-        ".config/microsoft-edge",
-        ".config/vivaldi",
-        ".config/opera",
-        ".var/app/com.google.Chrome",
-        ".var/app/org.chromium.Chromium",
-        ".var/app/com.brave.Browser",
+        ".config/microsoft-edge*",
+        ".config/vivaldi*",
+        ".config/opera*",
+        ".var/app/com.google.Chrome*",
+        ".var/app/org.chromium.Chromium*",
+        ".var/app/com.brave.Browser*",
+        ".var/app/com.microsoft.Edge*",
+        ".var/app/org.mozilla.firefox",
+        "snap/chromium",
+        "snap/firefox",
+        "snap/brave",
+        "snap/opera",
+        "snap/vivaldi",
+        "snap/thunderbird",
+        # Other agents' and assistants' sign-in tokens.
+        ".claude/.credentials.json",
+        ".codex/auth.json",
+        ".config/github-copilot",
+        ".gemini/oauth_creds.json",
+        ".gemini/google_accounts.json",
+        # Model hubs and secret managers.
+        ".cache/huggingface/token",
+        ".cache/huggingface/stored_tokens",
+        ".huggingface/token",
+        "sops/age",
     ),
     dot_suffixes=("_history",),
 )

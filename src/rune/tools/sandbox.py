@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rune.errors import SandboxDenied
@@ -73,11 +73,16 @@ class SandboxPolicy:
     never written). When ``protected_names`` is on, protected names are never written, at any
     depth, existing or not, and neither is anything under ``home`` in
     :data:`rune.tools.names.HOME_PROTECTED` (``~/bin``).
+
+    ``ask_read_roots`` may be read once the user approves: a read there (that no other rule
+    refuses) raises :class:`ReadNeedsApproval`, and :meth:`granting` gives the policy that
+    reads the approved tree too.
     """
 
     read_roots: Sequence[Path]
     write_roots: Sequence[Path]
     blocked: Sequence[Path] = ()
+    ask_read_roots: Sequence[Path] = ()
     protected_names: bool = True
     protected_paths: Sequence[Path] = field(default_factory=_rune_own_dirs)
     home: Path | None = None
@@ -89,6 +94,8 @@ class SandboxPolicy:
     def __post_init__(self) -> None:
         object.__setattr__(self, "read_roots", tuple(_canonical_root(p) for p in self.read_roots))
         object.__setattr__(self, "write_roots", tuple(_canonical_root(p) for p in self.write_roots))
+        asked = tuple(_canonical_root(p) for p in self.ask_read_roots)
+        object.__setattr__(self, "ask_read_roots", asked)
         blocked = _lexical_and_resolved([*ALWAYS_BLOCKED, *self.blocked])
         object.__setattr__(self, "blocked", blocked)
         object.__setattr__(self, "_blocked_folded", tuple(_fold(str(p)) for p in blocked))
@@ -127,11 +134,25 @@ class SandboxPolicy:
         root = Path(workspace)
         return cls(read_roots=[root], write_roots=[root], blocked=[])
 
+    def granting(self, tree: str | os.PathLike[str]) -> SandboxPolicy:
+        """This policy, reading ``tree`` too (the user approved it): it must lie in an
+        ``ask_read_roots`` root. Every other rule still holds inside it (credential stores
+        and blocked locations stay refused)."""
+        granted = _canonical_root(tree)
+        if not within(granted, self.ask_read_roots):
+            raise SandboxDenied(f"Access denied: {granted} is not a place Rune may ask to read.")
+        if within(granted, self.read_roots):
+            return self
+        return replace(self, read_roots=(*self.read_roots, granted))
+
     def describe_write_roots(self) -> list[str]:
         return [str(p) for p in self.write_roots]
 
     def describe_read_roots(self) -> list[str]:
         return [str(p) for p in self.read_roots]
+
+    def describe_ask_read_roots(self) -> list[str]:
+        return [str(p) for p in self.ask_read_roots]
 
     def blocked_hit(self, *candidates: str | os.PathLike[str]) -> str | None:
         """The blocked location any candidate path lies in (case-folded), or None."""
@@ -188,6 +209,28 @@ class SandboxPolicy:
 
 
 _fold = fold
+
+
+class ReadNeedsApproval(SandboxDenied):
+    """A read outside the roots read freely, in an ``ask_read_roots`` root: allowed once the
+    user approves ``tree`` (the message says so to a model that cannot be asked for it)."""
+
+    def __init__(self, path: Path, tree: Path, free: Sequence[Path]) -> None:
+        super().__init__(
+            f"Access denied: {path} is outside the directories Rune reads freely "
+            f"({[str(r) for r in free]}); reading it needs the user's approval."
+        )
+        self.path = path
+        self.tree = tree
+
+
+def grant_tree(resolved: Path, ask_roots: Sequence[Path]) -> Path:
+    """What approving a read of ``resolved`` lets the session read: the directory read (or
+    the file's directory), or the file alone, this once, when that directory is an ask root
+    itself (a file in home or /tmp must not open all of it)."""
+    if resolved.is_dir():
+        return resolved
+    return resolved if resolved.parent in ask_roots else resolved.parent
 
 
 def _check_characters(raw: str | bytes) -> None:
@@ -304,7 +347,9 @@ def _validate(
     resolved = resolve_strict(absolute)
     roots = policy.write_roots if write else policy.read_roots
     label = "write" if write else "read"
-    if not within(resolved, roots):
+    inside = within(resolved, roots)
+    askable = not inside and not write and within(resolved, policy.ask_read_roots)
+    if not inside and not askable:
         verb = "Write" if write else "Read"
         raise SandboxDenied(
             f"Access denied: {lexical} is outside allowed {label} directories: "
@@ -330,6 +375,9 @@ def _validate(
             f"Access denied: {lexical} is protected ({reason}); Rune never writes it. "
             "Ask the user to change it by hand if it must change."
         )
+    if askable:
+        # Asked last: what every policy refuses is refused, never put to the user.
+        raise ReadNeedsApproval(resolved, grant_tree(resolved, policy.ask_read_roots), roots)
     return resolved
 
 

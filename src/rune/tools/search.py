@@ -82,6 +82,8 @@ def _exclusions(ctx: ToolContext, top: Path) -> list[str]:
     for names in (CREDENTIALS, RUNE_OWN):
         globs += [f"!{name}" for name in sorted(names.names)]
         globs += [f"!**/{seq}" for seq in names.sequences]
+        globs += [f"!{prefix}*" for prefix in names.prefixes]
+        globs += [f"!*{suffix}" for suffix in names.suffixes]
         globs += [f"!.*{suffix}" for suffix in names.dot_suffixes]
     for place in (*ctx.policy.blocked, *ctx.policy.protected_paths):
         if place != top and within(place, (top,)):

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from rune.errors import ToolError
 from rune.messages import freeze, thaw
 
 
@@ -49,6 +50,10 @@ class PreparedChange:
     commands (whether they run inside bubblewrap); ``sensitive`` says why a file change must be
     asked for even under ``--yes`` (outside the workspace, or a file that steers an agent or
     runs code), None when it need not.
+
+    ``grant`` is set when the "change" is a read-only call that reads outside what the
+    session reads freely: approving it lets the session read that directory tree from then on
+    (a file alone: that file, this once), and ``apply`` runs the call.
     """
 
     tool: str
@@ -58,13 +63,14 @@ class PreparedChange:
     fingerprint: Mapping[str, Any] = field(default_factory=dict)
     contained: bool | None = None
     sensitive: str | None = None
+    grant: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "arguments", freeze(self.arguments))
         object.__setattr__(self, "fingerprint", freeze(self.fingerprint))
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "tool": self.tool,
             "arguments": thaw(self.arguments),
             "summary": self.summary,
@@ -73,6 +79,9 @@ class PreparedChange:
             "contained": self.contained,
             "sensitive": self.sensitive,
         }
+        if self.grant is not None:
+            data["grant"] = self.grant
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PreparedChange:
@@ -84,7 +93,18 @@ class PreparedChange:
             fingerprint=dict(data.get("fingerprint") or {}),
             contained=data.get("contained"),
             sensitive=data.get("sensitive"),
+            grant=None if data.get("grant") is None else str(data["grant"]),
         )
+
+
+class NeedsApproval(ToolError):
+    """Raised by :meth:`Executor.run`: this read-only call needs the user's approval first
+    (it reads outside what the session reads freely). ``change`` is what to ask; the loop
+    pauses on it as on a prepared change, and ``apply`` runs the call once approved."""
+
+    def __init__(self, change: PreparedChange) -> None:
+        super().__init__(change.summary)
+        self.change = change
 
 
 @runtime_checkable
@@ -93,7 +113,8 @@ class Executor(Protocol):
 
     Read-only tools go through ``run``; mutating ones through ``prepare`` (nothing on disk
     changes) and, after approval, ``apply`` (re-validates, then changes the world). All three
-    raise :class:`rune.errors.ToolError` for anything the model should hear about.
+    raise :class:`rune.errors.ToolError` for anything the model should hear about; ``run``
+    raises :class:`NeedsApproval` for a read that must be approved first.
     """
 
     def specs(self) -> Sequence[ToolSpec]: ...
@@ -150,3 +171,13 @@ class ChangeRecorder(Protocol):
     def keep(self, content: bytes) -> None: ...
 
     def applied(self, tool: str, path: Path, before: str | None, after: str) -> None: ...
+
+
+@runtime_checkable
+class GrantsReads(Protocol):
+    """An executor whose approved reads widen what the session reads (optional): the loop
+    keeps the grants in a paused state, sealed, and gives them back on resume."""
+
+    def read_grants(self) -> tuple[str, ...]: ...
+
+    def restore_read_grants(self, trees: Sequence[str]) -> None: ...

@@ -48,6 +48,9 @@ ALLOWED_WRITE_SITES: frozenset[tuple[str, str]] = frozenset(
         ("rune.pull", "_download"),
         ("rune.pull", "_assemble"),
         ("rune.pull", "_temporary_beside"),
+        # ... and removing what an earlier pull left: `.partial` files in the models directory
+        # and this user's `rune-pull-*` download directories, only those no pull holds locked.
+        ("rune.pull", "_remove_if_abandoned"),
         # After a contained command: removes a git control file the command created in the
         # top .git (it did not exist before), through no-follow directory handles.
         ("rune.tools.containment", "_remove_created"),

@@ -164,6 +164,12 @@ class CombinedExecutor:
     def apply(self, change: PreparedChange) -> str:
         return self._owner(change.tool).apply(change)
 
+    def read_grants(self) -> tuple[str, ...]:
+        return self.builtin.read_grants()
+
+    def restore_read_grants(self, trees: Sequence[str]) -> None:
+        self.builtin.restore_read_grants(trees)
+
     def try_change(
         self,
         name: str,
