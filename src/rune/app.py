@@ -111,11 +111,14 @@ def python_library_dirs(home: Path) -> list[Path]:
     names = ("stdlib", "platstdlib", "purelib", "platlib")
     found = [sysconfig.get_path(name) for name in names]
     found.append(site.getusersitepackages())
-    dirs = []
-    for path in dict.fromkeys(Path(os.path.realpath(p)) for p in found if p):
-        if path.is_dir() and not home.resolve().is_relative_to(path):
-            dirs.append(path)
-    return dirs
+    home = home.resolve()
+    dirs = [
+        path
+        for path in dict.fromkeys(Path(os.path.realpath(p)) for p in found if p)
+        if path.is_dir() and not home.is_relative_to(path)
+    ]
+    # One inside another (a venv's site-packages in its lib) is said once.
+    return [p for p in dirs if not any(p != o and p.is_relative_to(o) for o in dirs)]
 
 
 def policy_report(settings: Settings) -> list[tuple[str, str]]:
