@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from rune.errors import ServerError
-from rune.local_tool_runtime import LocalToolRuntime
+from rune.local_tool_runtime import LocalToolRuntime, repeat_message
 from rune.repair import FIRST_SEED, MAX_REPAIRS, SAMPLES, TEMPERATURE
 from rune.state import PendingState
 from rune.tool_executor import SandboxPolicy, ToolExecutor
@@ -324,5 +324,7 @@ def samples_when_stuck(ws: Path, code: str, check_args: dict[str, str]) -> list[
     )
     runtime = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
     resp = approve_all(runtime, runtime.run(TASK))
-    assert resp.success
+    # Unrepaired, the stuck model's same failing check after its no-op change stops the run
+    # (two failing calls taking turns, docs/loop.md); repaired, it goes on and answers.
+    assert resp.success or resp.error == repeat_message("run_python", 2), resp.error
     return sampled(transport)

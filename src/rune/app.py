@@ -26,6 +26,8 @@ from rune.paths import prompt_cache_dir
 from rune.tool_executor import ToolExecutor
 from rune.tools.builtin import BUILTIN_TOOLS
 from rune.tools.sandbox import SandboxPolicy
+from rune.tools.spec import AutoCheck
+from rune.tools.testing import RUN_TESTS, auto_check
 from rune.transport.base import DEFAULT_WINDOW as DEFAULT_WINDOW  # for `rune doctor`
 from rune.transport.base import Capabilities, Transport
 from rune.transport.watch import WatchedTransport
@@ -615,13 +617,21 @@ def build_operator(
 
     # Each applied file change is recorded in the session, for `rune undo`.
     changes = ChangeLog(session) if session is not None else None
+    policy = sandbox_policy(settings)
     executor: Any = ToolExecutor(
-        sandbox_policy(settings),
+        policy,
         settings.workspace,
         tools=BUILTIN_TOOLS if tools is None else tools,
         changes=changes,
         ask_reads=can_ask,
     )
+    auto_checks = None
+    if any(spec.name == RUN_TESTS.spec.name for spec in executor.specs()):
+        workspace = executor.workspace
+
+        def auto_checks(request: str) -> AutoCheck | None:
+            return auto_check(request, workspace, policy)
+
     if mcp is not None:
         from rune.tools.mcp.executor import CombinedExecutor, McpExecutor
 
@@ -637,6 +647,8 @@ def build_operator(
         options=_generation_options(settings, choice),
         on_event=on_event,
         protocol=protocol_for(settings, choice),
+        auto_checks=auto_checks,
+        max_budgets=settings.max_budgets,
     )
 
 

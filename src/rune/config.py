@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rune.errors import ConfigError
-from rune.limits import MAX_ITERATIONS, MIN_ITERATIONS
+from rune.limits import DEFAULT_BUDGETS, MAX_BUDGETS, MAX_ITERATIONS, MIN_ITERATIONS
 
 ApprovalMode = Literal["ask", "edits", "all"]
 Protocol = Literal["auto", "native", "text", "constrained"]
@@ -53,6 +53,10 @@ KEYS: dict[str, tuple[str, str]] = {
     "max_iterations": (
         "model turns per task",
         f"an integer from {MIN_ITERATIONS} to {MAX_ITERATIONS}",
+    ),
+    "max_budgets": (
+        "budgets of max_iterations turns a task may chain while each one makes a change",
+        f"an integer from 1 to {MAX_BUDGETS}",
     ),
     "approval": (
         "which changes need a human",
@@ -117,6 +121,7 @@ class Settings(BaseModel):
     max_iterations: Annotated[int, Field(ge=MIN_ITERATIONS, le=MAX_ITERATIONS, strict=False)] = (
         MAX_ITERATIONS
     )
+    max_budgets: Annotated[int, Field(ge=1, le=MAX_BUDGETS, strict=False)] = DEFAULT_BUDGETS
     approval: ApprovalMode = "ask"
     max_context: Annotated[int, Field(ge=512)] | None = None
     think: bool | None = None
@@ -445,6 +450,7 @@ PROJECT_KEYS: dict[str, Callable[[Any, Mapping[str, Any]], str | None]] = {
     # Caps a project may lower, never raise: a higher max_context or max_output_tokens would
     # make the user's server allocate (and spend) what the user chose not to.
     "max_iterations": _not_above("max_iterations", MAX_ITERATIONS),
+    "max_budgets": _not_above("max_budgets", DEFAULT_BUDGETS),
     "max_context": _not_above("max_context", None),
     "max_output_tokens": _not_above("max_output_tokens", None),
     "think": _anything,

@@ -76,6 +76,15 @@ class ModelCallFinished:
     prompt_tokens: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class BudgetRenewed:
+    """The last budget of turns ran out after it made a change: a fresh one starts, ``budget``
+    of ``budgets`` for this task (``step 1/8 · budget 2/3``)."""
+
+    budget: int
+    budgets: int
+
+
 LoopEvent = (
     TextDelta
     | ThinkingDelta
@@ -86,6 +95,7 @@ LoopEvent = (
     | ApprovalRequired
     | Warning
     | ModelCallFinished
+    | BudgetRenewed
 )
 EventSink = Callable[[LoopEvent], None]
 

@@ -29,6 +29,10 @@ from rune.errors import ProtocolError
 
 MIN_ITERATIONS = 1
 MAX_ITERATIONS = 8
+#: budgets of ``max_iterations`` turns one task may chain while each makes progress (a change
+#: made): the default, and the most a setting may ask for
+DEFAULT_BUDGETS = 3
+MAX_BUDGETS = 10
 MAX_STREAM_BYTES = 64 * 1024 * 1024
 MAX_REPLY_CHARS = 8 * 1024 * 1024
 MAX_NESTING = 64

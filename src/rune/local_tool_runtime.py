@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from rune import constrained, fallback, outcome, repair
 from rune import events as ev
@@ -37,6 +37,7 @@ from rune.errors import (
     ConfigError,
     RuneError,
     SandboxDenied,
+    ToolError,
     ToolsUnsupported,
 )
 from rune.limits import MAX_CALLS_PER_TURN, MAX_ITERATIONS, MIN_ITERATIONS
@@ -60,6 +61,8 @@ from rune.state import (
     unseal,
 )
 from rune.tools.spec import (
+    AutoCheck,
+    AutoChecks,
     Executor,
     GrantsReads,
     NeedsApproval,
@@ -90,6 +93,8 @@ _TEXT_SOURCES = ("text-fallback", "constrained")
 REJECTED = "rejected by the operator: "
 #: failed checks in one run after which the model may answer anyway (see _answer_withheld)
 MAX_FAILED_CHECKS = 2
+#: the source of the calls the loop makes itself (its auto check)
+AUTO: Final = "rune"
 
 
 def breaker_message(name: str, count: int) -> str:
@@ -117,6 +122,13 @@ class RequestShaper(Protocol):
     def observe(self, shaped: ShapedRequest, result: ChatResult) -> None: ...
 
 
+def repeat_message(name: str, count: int) -> str:
+    return (
+        f"tool {name} failed {count} times with identical arguments, with only failing calls "
+        "between — stopping before the iteration budget burns"
+    )
+
+
 class LocalToolRuntime:
     """Drives one model through tool calls until it answers, pauses, or must stop.
 
@@ -138,6 +150,7 @@ class LocalToolRuntime:
         on_event: ev.EventSink | None = None,
         protocol: str = "auto",
         seal_key: bytes | None = None,
+        auto_checks: AutoChecks | None = None,
     ) -> None:
         if isinstance(max_iterations, bool) or not isinstance(max_iterations, int):
             raise ConfigError(f"max_iterations must be an integer, got {max_iterations!r}")
@@ -160,6 +173,8 @@ class LocalToolRuntime:
         if seal_key is not None and len(seal_key) < 16:
             raise ConfigError("seal_key must be at least 16 bytes")
         self._seal_key = seal_key
+        self._auto_checks = auto_checks
+        self._auto_by_request: dict[str, AutoCheck | None] = {}
         self._tool_names = frozenset(spec.name for spec in executor.specs())
         self._schemas = [spec.schema() for spec in executor.specs()]
         self._turn_schema = constrained.turn_schema(executor.specs())
@@ -178,11 +193,15 @@ class LocalToolRuntime:
 
     # --- public API ---------------------------------------------------------------------
 
-    def run(self, messages: Sequence[Mapping[str, Any]]) -> OperatorResponse:
+    def run(
+        self, messages: Sequence[Mapping[str, Any]], *, opening: int | None = None
+    ) -> OperatorResponse:
         """Run the loop on an Ollama-style conversation.
 
         Tool calls of a final assistant message that have no result yet (a conversation saved
         by a process that died mid-turn) are executed first, before the model is asked again.
+        ``opening``: where the request this run works on is in ``messages`` (by default the
+        last message, when it is the user's).
         """
         try:
             protocol = self._choose_protocol()
@@ -193,13 +212,21 @@ class LocalToolRuntime:
         history = [dict(m) for m in messages]
         state = LoopState(messages=history, protocol=protocol)
         state.queue = self._unanswered_calls(history, protocol)
+        given = len(history)
         if protocol == TEXT_FALLBACK:
             self._inject_fallback_prompt(state)
         elif protocol == CONSTRAINED:
             prompt = constrained.constrained_prompt(self.executor.specs())
             self._inject_prompt(state, prompt, CONSTRAINED)
-        if state.messages and state.messages[-1].get("role") == "user":
+        injected = len(state.messages) - given
+        if opening is not None and 0 <= opening < given:
+            state.opening = opening + injected
+        elif state.messages and state.messages[-1].get("role") == "user":
             state.opening = len(state.messages) - 1
+        if state.opening == len(state.messages) - 1:
+            auto = self._auto(state)
+            if auto is not None:
+                self._run_auto(state, auto, after_change=False)
         return self._run_loop(state)
 
     def _choose_protocol(self) -> str:
@@ -276,6 +303,9 @@ class LocalToolRuntime:
                     return stop
                 state.queue.pop(0)
 
+            stop = self._check_changes(state)
+            if stop is not None:
+                return stop
             if state.iterations_used >= self.max_iterations:
                 return self._failure(
                     state,
@@ -383,6 +413,7 @@ class LocalToolRuntime:
             state.protocol == CONSTRAINED
             and bool(self._check_tools)
             and self.executor.is_mutating(name)
+            and self._auto(state) is None  # the loop runs the tests itself
         )
 
     def _answer_withheld(self, state: LoopState) -> bool:
@@ -399,6 +430,8 @@ class LocalToolRuntime:
         if not self._check_tools:
             return False
         for event in reversed(state.events):
+            if event.source == AUTO and event.iteration == 0:
+                continue  # the tests as the run found them: nothing the model did
             if event.name in self._check_tools:
                 if event.status == "done":
                     return False
@@ -447,8 +480,13 @@ class LocalToolRuntime:
             return call
 
         def attempt(change: constrained.ConstrainedCall) -> Trial | None:
+            refusal = self._refusal(state, change.name, change.arguments)
+            if refusal is not None:
+                return Trial(passed=False, report=refusal, made=False)
             return executor.try_change(change.name, change.arguments, check.name, check.arguments)
 
+        if self._refusal(state, call.name, call.arguments) is not None:
+            return call  # refused as it is: the model hears why
         own = attempt(call)
         if own is None or own.passed or own.own_fault:
             return call
@@ -459,7 +497,8 @@ class LocalToolRuntime:
             # Or the check is broken itself: nothing the project does can pass it.
             return call
         state.repairs += 1
-        fresh = state.messages[: state.opening + 1]
+        # the request, and what the tests said of the code as the run found it
+        fresh = state.messages[: state.opening + (2 if self._started_with_tests(state) else 1)]
         shaped = self.shaper.shape(self.model, fresh) if self.shaper is not None else None
         samples = repair.sample_changes(
             self.transport,
@@ -555,6 +594,9 @@ class LocalToolRuntime:
 
     def _prepare(self, state: LoopState, request: ToolRequest) -> OperatorResponse | None:
         self.on_event(ev.ToolStarted(request, state.iterations_used))
+        refusal = self._refusal(state, request.name, request.arguments)
+        if refusal is not None:
+            return self._record_failure(state, request, ToolError(refusal))
         try:
             change = self.executor.prepare(request.name, request.arguments)
         except Exception as err:
@@ -628,7 +670,25 @@ class LocalToolRuntime:
             state.streak_signature, state.streak_count = signature, 1
         if state.streak_count >= BREAKER_THRESHOLD:
             return self._failure(state, breaker_message(name, state.streak_count), "CircuitBreaker")
+        repeats = self._failures_since_success(state, signature)
+        if repeats >= BREAKER_THRESHOLD:
+            # Two failing calls taking turns (a change that changes nothing, then a check that
+            # fails, then the same change) never make a streak, and nothing succeeds between
+            # them: each answer will be the same.
+            return self._failure(state, repeat_message(name, repeats), "CircuitBreaker")
         return None
+
+    def _failures_since_success(self, state: LoopState, signature: str) -> int:
+        """How often the model's call ``signature`` failed since its last call that worked."""
+        count = 0
+        for event in reversed(state.events):
+            if event.source == AUTO:
+                continue
+            if event.status == "done":
+                break
+            if event.status in ("failed", "denied"):
+                count += tool_request(event.name, event.arguments).signature == signature
+        return count
 
     def _append_result(
         self, state: LoopState, request: ToolRequest, content: str, *, ok: bool
@@ -682,6 +742,80 @@ class LocalToolRuntime:
         the conversation: a stable prefix for the prompt cache."""
         state.messages.insert(leading_system(state.messages), {"role": "system", "content": prompt})
         self.on_event(ev.FallbackPromptInjected(self.model, prompt, protocol))
+
+    # --- the auto check -----------------------------------------------------------------
+
+    def _auto(self, state: LoopState) -> AutoCheck | None:
+        """The check the loop runs itself for the request that opened this run, if any."""
+        if self._auto_checks is None or state.opening is None:
+            return None
+        request = str(state.messages[state.opening].get("content") or "")
+        if request not in self._auto_by_request:
+            self._auto_by_request[request] = self._auto_checks(request)
+        return self._auto_by_request[request]
+
+    def _refusal(self, state: LoopState, name: str, arguments: Mapping[str, Any]) -> str | None:
+        """Why the auto check forbids the change ``name(arguments)``, or None."""
+        auto = self._auto(state)
+        if auto is None or auto.refusal is None or not self.executor.is_mutating(name):
+            return None
+        return auto.refusal(arguments)
+
+    def _started_with_tests(self, state: LoopState) -> bool:
+        return any(e.source == AUTO and e.iteration == 0 for e in state.events)
+
+    def _check_changes(self, state: LoopState) -> OperatorResponse | None:
+        """After the calls of a turn: when a change was applied since the auto check last
+        ran, run it again; a run whose check failed at the start ends when it passes."""
+        auto = self._auto(state)
+        if auto is None:
+            return None
+        last_check = max((n for n, e in enumerate(state.events) if e.source == AUTO), default=-1)
+        changed = [
+            e
+            for e in state.events[last_check + 1 :]
+            if e.status == "done" and self.executor.is_mutating(e.name)
+        ]
+        if not changed:
+            return None
+        passed = self._run_auto(state, auto, after_change=True)
+        first = next((e for e in state.events if e.source == AUTO), None)
+        if not passed or first is None or first.status == "done":
+            return None
+        return self._finished(state, self._fixed_summary(state, auto))
+
+    def _run_auto(self, state: LoopState, auto: AutoCheck, *, after_change: bool) -> bool:
+        """Run the auto check as a call of the loop's own: its event is sent and recorded, and
+        the model reads its result. Whether it passed."""
+        request = tool_request(auto.tool, auto.arguments, None, AUTO)
+        self.on_event(ev.ToolStarted(request, state.iterations_used))
+        try:
+            output, error = self.executor.run(request.name, request.arguments), None
+        except Exception as err:
+            output, error = None, str(err) if isinstance(err, RuneError) else repr(err)
+        passed = error is None
+        event = self._event(
+            state, request, "done" if passed else "failed", output=output, error=error
+        )
+        state.events.append(event)
+        self.on_event(ev.ToolFinished(event))
+        when = "after your change" if after_change else "before you start"
+        state.messages.append(
+            {"role": "user", "content": f"Rune ran {auto.what} {when}:\n{output or error}"}
+        )
+        return passed
+
+    def _fixed_summary(self, state: LoopState, auto: AutoCheck) -> str:
+        """The answer Rune writes when the tests that failed pass after the model's change."""
+        files: list[str] = []
+        for event in state.events:
+            path = event.arguments.get("path") if event.status == "done" else None
+            mutating = self.executor.is_mutating(event.name)
+            if mutating and isinstance(path, str) and path not in files:
+                files.append(path)
+        last = state.events[-1]
+        changed = f" after the change to {', '.join(files)}" if files else ""
+        return f"Fixed: {auto.what} failed before and pass now{changed} ({last.output})."
 
     # --- pause and resume ---------------------------------------------------------------
 
@@ -749,8 +883,13 @@ class LocalToolRuntime:
             state.nudged = True
             state.messages.append({"role": "user", "content": found[-1].reminder()})
             return None
-        reason = outcome.incomplete_reason(found)
-        if done_reason == "length":
+        return self._finished(state, text, cut_off=done_reason == "length")
+
+    def _finished(self, state: LoopState, text: str, *, cut_off: bool = False) -> OperatorResponse:
+        """The run's end with ``text`` as its answer (the model's, or Rune's when the tests
+        it ran pass), unfinished as :mod:`rune.outcome` finds it."""
+        reason = outcome.incomplete_reason(outcome.problems(state.events, self._kinds))
+        if cut_off:
             # The reply stopped at the output cap: what came is not the whole answer.
             reason = outcome.CUT_OFF if reason is None else f"{reason}; {outcome.CUT_OFF}"
         return self._respond(

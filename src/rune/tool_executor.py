@@ -16,7 +16,7 @@ from typing import Any
 
 from rune.errors import RuneError, SandboxDenied, ToolError, ToolInputError
 from rune.messages import thaw
-from rune.tools import checks, fs
+from rune.tools import fs
 from rune.tools.builtin import BUILTIN_TOOLS, BuiltinTool, ToolContext
 from rune.tools.commands import containment
 from rune.tools.sandbox import (
@@ -136,8 +136,7 @@ class ToolExecutor:
         self._ctx = ToolContext(self.policy, self.workspace, contain_commands)
         self._ask_reads = ask_reads
         self._grants: list[str] = []
-        can_check = checks.can_run_contained(self._ctx)
-        self._tools = {t.spec.name: t for t in tools if can_check or not t.spec.checks}
+        self._tools = {t.spec.name: t for t in tools if t.offered is None or t.offered(self._ctx)}
         self._specs = tuple(t.spec for t in self._tools.values())
         #: each file this executor changed, with its content before the first change
         self._originals: dict[Path, bytes | None] = {}
@@ -309,7 +308,7 @@ class ToolExecutor:
         changed yet, the workspace as it is). None when it cannot be tried: a file was created
         since, or ``check`` is not a check tool."""
         checker = self._tools.get(check)
-        if checker is None or not checker.spec.checks:
+        if checker is None or checker.trial is None:
             return None
         if any(before is None for before in self._originals.values()):
             return None
@@ -317,7 +316,7 @@ class ToolExecutor:
         try:
             check_arguments(checker.spec, check_args)
             with _os_errors_as_tool_errors(check):
-                return checks.try_with(self._ctx, check_args, old)
+                return checker.trial(self._ctx, check_args, old)
         except RuneError:
             return None
 
@@ -333,7 +332,7 @@ class ToolExecutor:
         cannot be made fails with its error; None when it cannot be tried this way (not a file
         change, a file that does not exist yet, not a check tool, no sandbox)."""
         tool, checker = self._tools.get(name), self._tools.get(check)
-        if tool is None or tool.planned is None or checker is None or not checker.spec.checks:
+        if tool is None or tool.planned is None or checker is None or checker.trial is None:
             return None
         try:
             check_arguments(checker.spec, check_args)
@@ -349,7 +348,7 @@ class ToolExecutor:
             return None
         try:
             with _os_errors_as_tool_errors(check):
-                return checks.try_with(self._ctx, check_args, {path: after})
+                return checker.trial(self._ctx, check_args, {path: after})
         except RuneError:
             return None
 

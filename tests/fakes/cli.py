@@ -84,3 +84,13 @@ def session_of(done: subprocess.CompletedProcess[str]) -> str:
     found = re.search(r"session (\d{8}-\d{6}-[0-9a-f]{6})", done.stdout)
     assert found is not None, done.stdout
     return found.group(1)
+
+
+def scripted_demo_steps() -> int:
+    """The model steps the scripted demo takes: where checks run contained, Rune runs the demo's
+    test_calc.py itself after the change and the run ends when it passes (2); elsewhere the
+    script's own check is asked for too (3)."""
+    from rune.tools.commands import bwrap_works, find_bwrap
+
+    bwrap = find_bwrap()
+    return 2 if bwrap is not None and bwrap_works(bwrap) else 3

@@ -106,7 +106,13 @@ def _inspect(parser: argparse.ArgumentParser) -> None:
 
 def _loop_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--max-iterations", type=int, metavar="N", help="model turns per task, 1-8 (default 8)"
+        "--max-iterations", type=int, metavar="N", help="model turns per budget, 1-8 (default 8)"
+    )
+    parser.add_argument(
+        "--max-budgets",
+        type=int,
+        metavar="N",
+        help="budgets a task may chain while each one makes a change, 1-10 (default 3)",
     )
     parser.add_argument(
         "--yes",

@@ -74,6 +74,7 @@ def load_config(args: argparse.Namespace, *, warn: bool = True, **extra: Any) ->
         "api_key": getattr(args, "api_key", None),
         "workspace": getattr(args, "workspace", None),
         "max_iterations": getattr(args, "max_iterations", None),
+        "max_budgets": getattr(args, "max_budgets", None),
         "protocol": getattr(args, "protocol", None),
         "timeout": getattr(args, "timeout", None),
         "approval": APPROVAL_BY_YES.get(yes),

@@ -74,6 +74,8 @@ class ConsoleReporter:
         self.streamed_text = False
         self.streaming: str | None = None
         self.step = "step 0/0"
+        #: " · budget 2/3" once a task's first budget of turns was renewed
+        self.budget = ""
         self.session_id = session_id
         self.progress = progress
         self.status_line = console.is_terminal if status_line is None else status_line
@@ -158,8 +160,15 @@ class ConsoleReporter:
                 self.streamed_text = True
             case ev.ThinkingDelta(text=text):
                 self._stream(text, "dim italic", "thinking")
+            case ev.BudgetRenewed(budget=number, budgets=budgets):
+                self.budget = f" · budget {number}/{budgets}"
+                self.line(
+                    Text(
+                        f"── budget {number}/{budgets}: the last one made a change ──", "bold blue"
+                    )
+                )
             case ev.IterationStarted(iteration=n, budget=budget):
-                self.step = f"step {n}/{budget}"
+                self.step = f"step {n}/{budget}{self.budget}"
                 self.streamed_text = False
                 self.line(Text(f"── {self.step} ──", style="bold blue"))
                 self.waiting(f"{self.step}: waiting for the model")
@@ -181,7 +190,9 @@ class ConsoleReporter:
 
     def _started(self, request: ToolRequest) -> Text:
         label = describe_request(request.name, dict(request.arguments))
-        return Text(f"  → {label}  [{self.step}]", style="")
+        # Rune's own calls (its run of the tests) take no model step
+        where = "by Rune" if request.source == "rune" else self.step
+        return Text(f"  → {label}  [{where}]", style="")
 
     def _finished(self, tool_event: ToolEvent) -> None:
         mark, style = STATUS_MARK.get(tool_event.status, ("·", ""))

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from rune import events as ev
-from rune.errors import ApprovalError, InvalidPendingState, RuneError
-from rune.limits import MAX_ITERATIONS
+from rune.errors import ApprovalError, ConfigError, InvalidPendingState, RuneError
+from rune.limits import MAX_BUDGETS, MAX_ITERATIONS
 from rune.local_tool_runtime import LocalToolRuntime, ShapedRequest
 from rune.messages import (
     ChatResult,
@@ -46,7 +46,7 @@ from rune.sessions import journal
 from rune.sessions.store import Session, pending_record
 from rune.state import PendingState
 from rune.tools.sandbox import SandboxPolicy
-from rune.tools.spec import Executor
+from rune.tools.spec import AutoChecks, Executor
 from rune.transport.base import Transport
 
 Contributor = Callable[[], ContextBlock | None]
@@ -88,7 +88,14 @@ class RuneOperator:
         options: Mapping[str, Any] | None = None,
         on_event: ev.EventSink | None = None,
         protocol: str = "auto",
+        auto_checks: AutoChecks | None = None,
+        max_budgets: int = 1,
     ) -> None:
+        if not 1 <= max_budgets <= MAX_BUDGETS:
+            raise ConfigError(f"max_budgets must be between 1 and {MAX_BUDGETS}, got {max_budgets}")
+        self.max_budgets = max_budgets
+        #: the budgets of turns the current user turn has started (see _renewed)
+        self._budgets = 1
         self.transport = transport
         self.executor = executor
         self.model = model
@@ -111,6 +118,7 @@ class RuneOperator:
             shaper=_JournalingShaper(self),
             on_event=self._on_loop_event,
             protocol=protocol,
+            auto_checks=auto_checks,
         )
         self.contributors: list[Contributor] = [
             self._contributor_system,
@@ -220,6 +228,7 @@ class RuneOperator:
         self._record(journal.USER, {"message": message})
         self._journaled = len(self._history)
         self._turn_blocks = tuple(self.context_blocks())
+        self._budgets = 1
         return self._drive(lambda runtime: runtime.run(self._history))
 
     def approve(self) -> OperatorResponse:
@@ -360,6 +369,10 @@ class RuneOperator:
         self.budget.start_turn(self._turn_blocks, self._turn_starts)
         try:
             response = step(self._runtime)
+            while self._renewed(response):
+                self._take_messages(response)
+                start = self._turn_starts[-1] if self._turn_starts else None
+                response = self._runtime.run(self._history, opening=start)
         except RuneError:
             raise
         except Exception as err:
@@ -372,22 +385,38 @@ class RuneOperator:
                 iteration_budget=self._runtime.max_iterations,
                 messages=tuple(self._history),
             )
-        conversation = None
-        if response.messages:
-            _, conversation = split_system([thaw(m) for m in response.messages])
         state = response.pending_state
         if state is not None and response.pending is not None:
             # The pause first: it carries every message, so a crash right after loses nothing.
             self._record(journal.PENDING, {"state": state})
             self._pending_state = PendingState.from_json(state)
-        if conversation is not None:
-            self._checkpoint(conversation)
-            self._history = conversation
+        self._take_messages(response)
         if not response.paused:
             self._record(journal.TURN_END, self._turn_summary(response))
             self._turn_blocks = None
             self._unfinished = response.incomplete
         return response
+
+    def _take_messages(self, response: OperatorResponse) -> None:
+        """The conversation as the loop left it, journaled."""
+        if response.messages:
+            _, conversation = split_system([thaw(m) for m in response.messages])
+            self._checkpoint(conversation)
+            self._history = conversation
+
+    def _renewed(self, response: OperatorResponse) -> bool:
+        """Whether the turn goes on with a fresh budget: this one ran out after it made a
+        change (a model that changes nothing gets no more turns), and budgets are left."""
+        if response.error_kind != "IterationLimit" or self._budgets >= self.max_budgets:
+            return False
+        changed = any(
+            e.status == "done" and self.executor.is_mutating(e.name) for e in response.events
+        )
+        if not changed:
+            return False
+        self._budgets += 1
+        self.on_event(ev.BudgetRenewed(self._budgets, self.max_budgets))
+        return True
 
     def _turn_summary(self, response: OperatorResponse) -> dict[str, Any]:
         return {

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rune.tools.sandbox import SandboxPolicy
-from rune.tools.spec import PreparedChange, ToolSpec
+from rune.tools.spec import PreparedChange, ToolSpec, Trial
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,12 @@ class BuiltinTool:
     #: would leave in it, nothing written (lets a check be tried on the change before anyone
     #: is asked to approve it)
     planned: Callable[[ToolContext, Args], tuple[Path, bytes | None, bytes]] | None = None
+    #: for a check: the check run as if each file of the mapping held its content, nothing
+    #: written (what a change would make of it)
+    trial: Callable[[ToolContext, Args, Mapping[Path, bytes]], Trial] | None = None
+    #: whether the tool is offered in a context (None: always); a check is offered only where
+    #: it can run contained
+    offered: Callable[[ToolContext], bool] | None = None
 
 
 def string_arg(description: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from rune.tools.commands import RUN_COMMAND
 from rune.tools.files import EDIT_FILE, LIST_DIR, READ_FILE, REPLACE_FUNCTION, WRITE_FILE
 from rune.tools.formatting import FORMAT_CODE
 from rune.tools.search import SEARCH
+from rune.tools.testing import RUN_TESTS
 
 __all__ = ["BUILTIN_TOOLS", "BuiltinTool", "ToolContext"]
 
@@ -20,5 +21,6 @@ BUILTIN_TOOLS: tuple[BuiltinTool, ...] = (
     WRITE_FILE,
     FORMAT_CODE,
     RUN_PYTHON,
+    RUN_TESTS,
     RUN_COMMAND,
 )

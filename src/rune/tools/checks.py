@@ -13,11 +13,12 @@ does not offer it (``run_command``, which asks, is the way then).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from rune.errors import ToolError, ToolInputError
@@ -69,16 +70,24 @@ def run_python(ctx: ToolContext, args: Args) -> str:
 
 def try_with(ctx: ToolContext, args: Args, files: Mapping[Path, bytes]) -> Trial:
     """The check ``args`` run on the workspace as it would be if each path of ``files`` (an
-    existing file) held its content: each is seen through a read-only bind of a private
-    copy, so nothing in the workspace is written (the same sandbox as :func:`run_python`)."""
+    existing file) held its content (the same sandbox as :func:`run_python`; nothing in the
+    workspace is written: :func:`trial_binds`)."""
     code = _check_code(args)
+    with trial_binds(files) as binds:
+        return _verdict(_run_check(ctx, code, over=binds))
+
+
+@contextlib.contextmanager
+def trial_binds(files: Mapping[Path, bytes]) -> Iterator[list[tuple[Path, Path]]]:
+    """``(source, target)`` binds that show each path of ``files`` holding its content: each
+    source is a private copy, bound read-only over the real file, so nothing is written."""
     with tempfile.TemporaryDirectory(prefix="rune-trial-") as scratch:
         binds: list[tuple[Path, Path]] = []
         for n, (path, content) in enumerate(files.items()):
             copy = Path(scratch) / str(n)
             copy.write_bytes(content)
             binds.append((copy, path))
-        return _verdict(_run_check(ctx, code, over=binds))
+        yield binds
 
 
 def _verdict(outcome: Outcome) -> Trial:
@@ -136,22 +145,33 @@ def _check_code(args: Args) -> str:
 
 
 def _run_check(ctx: ToolContext, code: str, *, over: Sequence[tuple[Path, Path]] = ()) -> Outcome:
-    """``python -c code`` in the workspace, contained with nothing writable; ``over`` binds
-    files (read-only) over paths of the workspace, ``(source, target)``."""
+    return run_read_only(ctx, ["-c", code], over=over)
+
+
+def run_read_only(
+    ctx: ToolContext,
+    arguments: Sequence[str],
+    *,
+    over: Sequence[tuple[Path, Path]] = (),
+    timeout: float = CHECK_TIMEOUT,
+) -> Outcome:
+    """The project's interpreter run with ``arguments`` in the workspace, contained with
+    nothing writable; ``over`` binds files (read-only) over paths of the workspace,
+    ``(source, target)``."""
     bwrap = containment(ctx)
     if bwrap is None:
         raise ToolError(
-            "run_python needs a sandbox (bubblewrap) and commands here run uncontained; "
+            "checks need a sandbox (bubblewrap) and commands here run uncontained; "
             "use run_command, which asks the user."
         )
     read_only = dataclasses.replace(ctx.policy, write_roots=())
     env = scrubbed_environment(os.environ)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    argv = [project_python(os.environ, ctx.workspace), "-c", code]
+    argv = [project_python(os.environ, ctx.workspace), *arguments]
     plan = plan_mounts(read_only, ctx.workspace)
     binds = [arg for source, target in over for arg in ("--ro-bind", str(source), str(target))]
     plan = dataclasses.replace(plan, mounts=[*plan.mounts, *binds])
-    return run_contained(bwrap, plan, ctx.workspace, argv, CHECK_TIMEOUT, env=env)
+    return run_contained(bwrap, plan, ctx.workspace, argv, timeout, env=env)
 
 
 RUN_PYTHON = BuiltinTool(
@@ -172,4 +192,6 @@ RUN_PYTHON = BuiltinTool(
         checks=True,
     ),
     run=run_python,
+    trial=try_with,
+    offered=can_run_contained,
 )

@@ -15,6 +15,7 @@ and the result of a write shows the model the lines as they now are.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from rune.tools.base import (
     string_arg,
 )
 from rune.tools.display import for_display, is_binary, unified_diff
+from rune.tools.locate import locate
 from rune.tools.sandbox import sensitive_reason, validate_read_path, validate_write_path
 from rune.tools.spec import PreparedChange, ToolSpec
 
@@ -48,7 +50,18 @@ SHOWN_BACK_LINES = 30
 
 
 def read_file(ctx: ToolContext, args: Args) -> str:
-    path = validate_read_path(args["path"], ctx.policy, ctx.workspace, file_target=True)
+    raw = str(args["path"])
+    path = validate_read_path(raw, ctx.policy, ctx.workspace, file_target=True)
+    moved = ""
+    if not os.path.lexists(path):
+        where = locate(ctx, raw)
+        if where.unique is None:
+            raise ToolError(f"{for_display(str(path))} does not exist.{where.hint()}")
+        path = validate_read_path(where.unique, ctx.policy, ctx.workspace, file_target=True)
+        moved = (
+            f"[{for_display(raw)} does not exist; this is {for_display(where.unique)}, the one "
+            "file in the workspace whose path ends so]\n"
+        )
     found = fs.read_regular_file(path, ctx.policy.read_roots, MAX_READ_BYTES)
     shown = for_display(str(path))
     if is_binary(found.data):
@@ -74,7 +87,7 @@ def read_file(ctx: ToolContext, args: Args) -> str:
         )
     if found.truncated:
         notes.append(f"[file is {found.size} bytes; only the first {MAX_READ_BYTES} were read]")
-    return "\n".join([body, *notes])
+    return moved + "\n".join([body, *notes])
 
 
 def _describe(entry: fs.Entry) -> str:
@@ -122,6 +135,19 @@ class FilePlan:
 
 
 Planner = Callable[[ToolContext, Args], FilePlan]
+
+
+def _missing(ctx: ToolContext, raw: str, path: Path) -> ToolError:
+    """The error for a change to a file that does not exist: where the file may be instead."""
+    where = locate(ctx, raw)
+    if where.unique is not None:
+        return ToolError(
+            f"{for_display(str(path))} does not exist; the one file whose path ends so is "
+            f"{for_display(where.unique)}: use that path."
+        )
+    return ToolError(
+        f"{for_display(str(path))} does not exist; create it with write_file.{where.hint()}"
+    )
 
 
 def current_content(ctx: ToolContext, raw_path: str) -> tuple[Path, bytes | None]:
@@ -181,7 +207,7 @@ def plan_edit(ctx: ToolContext, args: Args) -> FilePlan:
     check_text("edit_file", "new_text", new_text)
     path, before = current_content(ctx, args["path"])
     if before is None:
-        raise ToolError(f"{for_display(str(path))} does not exist; create it with write_file.")
+        raise _missing(ctx, str(args["path"]), path)
     check_not_binary(path, before, "edit_file")
     text = decode_text(path, before)
     count = text.count(old_text)
@@ -208,7 +234,7 @@ def plan_replace_function(ctx: ToolContext, args: Args) -> FilePlan:
             f"replace_function edits Python files; for {shown} use edit_file or write_file."
         )
     if before is None:
-        raise ToolError(f"{shown} does not exist; create it with write_file.")
+        raise _missing(ctx, str(args["path"]), path)
     check_text("replace_function", "code", str(args["code"]))
     check_not_binary(path, before, "replace_function")
     source = decode_text(path, before)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -181,3 +181,27 @@ class GrantsReads(Protocol):
     def read_grants(self) -> tuple[str, ...]: ...
 
     def restore_read_grants(self, trees: Sequence[str]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AutoCheck:
+    """A check the loop runs itself, not the model: the project's tests a request names.
+
+    It runs before the first model call (the model starts from the failure) and again after
+    each change the loop applied, without a model turn; a run whose check failed at the start
+    and passes after a change ends there. ``what`` names it in messages ("the tests
+    tests/test_x.py"); ``refusal`` says why a change with these arguments may not be made
+    (a test file, when the request said the tests are right), None when it may.
+    """
+
+    tool: str
+    arguments: Mapping[str, Any]
+    what: str
+    refusal: Callable[[Mapping[str, Any]], str | None] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "arguments", freeze(self.arguments))
+
+
+#: what a request gets from the composition root: its auto check, or None
+AutoChecks = Callable[[str], AutoCheck | None]

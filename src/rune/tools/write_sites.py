@@ -59,7 +59,7 @@ ALLOWED_WRITE_SITES: frozenset[tuple[str, str]] = frozenset(
         ("rune.tools.mcp.client", "McpManager._transport"),
         # A check tried on a change before approval: a private temporary directory holding a
         # copy of the would-be file, bound read-only over it in the sandbox, then removed.
-        ("rune.tools.checks", "try_with"),
+        ("rune.tools.checks", "trial_binds"),
         # The embedded server's prompt-cache directory, under Rune's own data directory
         # (llama.cpp writes the saved slot there itself).
         ("rune.embedded", "EmbeddedLlamaServer._params"),

@@ -1,0 +1,523 @@
+"""``run_tests``: the project's own tests as the check of a change.
+
+A small model's own asserts are often wrong (on the task suite it once asserted the very bug it
+was asked to fix); a project's tests are the user's word on what the code must do. So where the
+workspace has tests, Rune offers ``run_tests``, and the loop runs the tests a task names itself
+(:func:`plan_tests`): before the first model call, and again after each change, without a model
+turn (docs/loop.md). They run as ``run_python``'s checks do: contained, nothing writable, no
+network, so they need no approval.
+
+The model is shown a digest, not pytest's whole report: each failing test (at most
+:data:`SHOWN_FAILURES`), its error, the frames of its traceback in project code (not in tests
+or installed libraries), and the source of the functions those frames point at — or, when the
+traceback never leaves the test, of the project functions the test's failing line calls.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rune.errors import ToolError, ToolInputError
+from rune.tools import fs
+from rune.tools.base import Args, BuiltinTool, ToolContext, object_schema, string_arg
+from rune.tools.checks import can_run_contained, run_read_only, trial_binds
+from rune.tools.commands import Outcome, format_outcome
+from rune.tools.display import for_display
+from rune.tools.sandbox import SandboxPolicy
+from rune.tools.spec import AutoCheck, ToolSpec, Trial
+
+#: seconds one test run may take
+TEST_TIMEOUT = 60
+#: failing tests shown in full (the others by name)
+SHOWN_FAILURES = 2
+#: lines of one function's source shown
+SHOWN_SOURCE_LINES = 30
+#: the longest digest (a small model on two cores reads about 80 prompt tokens a second)
+MAX_DIGEST_CHARS = 2400
+#: test files looked for, and directories walked, before the search stops
+MAX_TEST_FILES = 2000
+MAX_WALKED_FILES = 20_000
+_SKIPPED_DIRS = frozenset(
+    {"__pycache__", "node_modules", "venv", "build", "dist", "target", "site-packages"}
+)
+_TEST_FILE = re.compile(r"(?:^test_.*|.*_test)\.py$")
+_TEST_DIRS = frozenset({"tests", "test", "testing"})
+#: what a task names as a test: ``path.py`` or ``path.py::name[::name...]``
+_NAMED_TEST = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.py)((?:::[\w\[\]().,=-]+)*)")
+#: what a user writes when the tests are not to be touched
+_TESTS_ARE_RIGHT = re.compile(
+    r"\btests?\s+(?:are|is)\s+(?:right|correct|fine|ok)\b"
+    r"|\b(?:do\s+not|don't|never)\s+(?:change|edit|modify|touch)\s+the\s+tests?\b"
+    r"|\bbug\s+is\s+in\s+the\s+(?:library|code|implementation)\b",
+    re.IGNORECASE,
+)
+
+# pytest when the interpreter has it, else unittest (which runs unittest-style tests only).
+_BOOTSTRAP = """\
+import sys
+targets = sys.argv[1:]
+try:
+    import pytest
+except ImportError:
+    import unittest
+    names = []
+    for target in targets:
+        path, _, rest = target.partition("::")
+        module = path[:-3].replace("/", ".") if path.endswith(".py") else path
+        names.append(".".join([module, *filter(None, rest.split("::"))]))
+    argv = ["unittest", *names] if names else ["unittest", "discover"]
+    program = unittest.main(module=None, argv=argv, exit=False, verbosity=1)
+    sys.exit(0 if program.result.wasSuccessful() else 1)
+options = ["-q", "--tb=native", "-p", "no:cacheprovider", "--color=no", "-rfE"]
+sys.exit(pytest.main([*options, *targets]))
+"""
+
+
+# --- where the tests are ---------------------------------------------------------------------
+
+
+def is_test_path(relative: str) -> bool:
+    """Whether a workspace-relative path is a test file (or in a test directory)."""
+    parts = Path(relative).parts
+    if not parts or not parts[-1].endswith(".py"):
+        return False
+    return (
+        bool(_TEST_FILE.match(parts[-1]))
+        or parts[-1] == "conftest.py"
+        or any(part in _TEST_DIRS for part in parts[:-1])
+    )
+
+
+def find_test_files(workspace: Path, policy: SandboxPolicy) -> list[str]:
+    """The workspace's test files as pytest finds them (``test_*.py``, ``*_test.py``),
+    relative, in walk order (bounded; hidden and build directories are not entered)."""
+
+    def skip_dir(path: Path) -> bool:
+        return path.name.startswith(".") or path.name in _SKIPPED_DIRS
+
+    found: list[str] = []
+    try:
+        for walked, (_, path) in enumerate(fs.walk_files(workspace, policy.read_roots, skip_dir)):
+            if walked >= MAX_WALKED_FILES or len(found) >= MAX_TEST_FILES:
+                break
+            relative = path.relative_to(workspace).as_posix()
+            if _TEST_FILE.match(path.name):
+                found.append(relative)
+    except (ToolError, OSError):
+        return []
+    return found
+
+
+def named_tests(request: str, workspace: Path, files: Sequence[str]) -> list[str]:
+    """The tests ``request`` names, as pytest ids relative to the workspace: a path as given
+    when it is a test file there, else the one test file of that name in the tree."""
+    by_name: dict[str, list[str]] = {}
+    for file in files:
+        by_name.setdefault(Path(file).name, []).append(file)
+    known = set(files)
+    named: list[str] = []
+    for match in _NAMED_TEST.finditer(request):
+        path, selector = match.group(1).lstrip("./"), match.group(2)
+        if path not in known:
+            candidates = by_name.get(Path(path).name, [])
+            suffix = [f for f in candidates if f.endswith("/" + path)]
+            chosen = suffix if len(suffix) == 1 else candidates
+            if len(chosen) != 1:
+                continue
+            path = chosen[0]
+        test_id = path + selector
+        if test_id not in named:
+            named.append(test_id)
+    return named
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedTests:
+    """The tests Rune runs itself for one request (``tests`` empty: all of them), and whether
+    the request said they are right (then a change to a test file is refused)."""
+
+    tests: tuple[str, ...]
+    tests_are_right: bool
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        return {"tests": " ".join(self.tests)} if self.tests else {}
+
+    @property
+    def what(self) -> str:
+        return f"the tests {', '.join(self.tests)}" if self.tests else "the project's tests"
+
+    def refusal(self, workspace: Path, arguments: Mapping[str, Any]) -> str | None:
+        """Why a file change with ``arguments`` may not be made (it changes a test file the
+        request said is right), or None."""
+        if not self.tests_are_right:
+            return None
+        raw = arguments.get("path")
+        if not isinstance(raw, str):
+            return None
+        path = Path(raw) if Path(raw).is_absolute() else workspace / raw
+        try:
+            relative = path.resolve(strict=False).relative_to(workspace).as_posix()
+        except ValueError:
+            return None
+        if not is_test_path(relative):
+            return None
+        return (
+            f"{for_display(relative)} is a test file and the task says the tests are right: "
+            "change the code under test instead."
+        )
+
+
+def plan_tests(request: str, workspace: Path, policy: SandboxPolicy) -> PlannedTests | None:
+    """The tests to run for ``request``: the ones it names, else all of the workspace's; None
+    when the workspace has no test file."""
+    files = find_test_files(workspace, policy)
+    if not files:
+        return None
+    right = bool(_TESTS_ARE_RIGHT.search(request))
+    return PlannedTests(tuple(named_tests(request, workspace, files)), tests_are_right=right)
+
+
+def auto_check(request: str, workspace: Path, policy: SandboxPolicy) -> AutoCheck | None:
+    """The tests the loop runs itself for ``request`` (:class:`rune.tools.spec.AutoCheck`),
+    None when the workspace has none."""
+    plan = plan_tests(request, workspace, policy)
+    if plan is None:
+        return None
+    return AutoCheck(
+        RUN_TESTS.spec.name,
+        plan.arguments,
+        plan.what,
+        refusal=lambda arguments: plan.refusal(workspace, arguments),
+    )
+
+
+# --- running them ----------------------------------------------------------------------------
+
+
+def _targets(args: Args) -> list[str]:
+    raw = str(args.get("tests") or "")
+    if "\0" in raw:
+        raise ToolInputError("tests contains a NUL byte.")
+    targets = raw.split()
+    for target in targets:
+        path = target.partition("::")[0]
+        if target.startswith("-") or Path(path).is_absolute() or ".." in Path(path).parts:
+            raise ToolInputError(
+                f"{for_display(target)} is not a test id: give test files or ids relative to "
+                "the workspace, e.g. tests/test_mod.py::test_name."
+            )
+    return targets
+
+
+def _run(ctx: ToolContext, targets: Sequence[str], over: Sequence[tuple[Path, Path]]) -> Trial:
+    outcome = run_read_only(ctx, ["-c", _BOOTSTRAP, *targets], over=over, timeout=TEST_TIMEOUT)
+    return verdict(outcome, ctx.workspace)
+
+
+def run_tests(ctx: ToolContext, args: Args) -> str:
+    trial = _run(ctx, _targets(args), ())
+    if not trial.passed:
+        raise ToolError(trial.report)
+    return trial.report
+
+
+def try_tests(ctx: ToolContext, args: Args, files: Mapping[Path, bytes]) -> Trial:
+    """The tests run as if each path of ``files`` held its content (nothing written)."""
+    targets = _targets(args)
+    with trial_binds(files) as binds:
+        return _run(ctx, targets, binds)
+
+
+# --- what the model is shown -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Frame:
+    file: str
+    line: int
+    function: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    title: str
+    frames: tuple[_Frame, ...]
+    error: tuple[str, ...]
+
+
+_HEADER = re.compile(r"^_{3,} (.+?) _{3,}$")
+_UNITTEST_HEADER = re.compile(r"^(?:FAIL|ERROR): (.+)$")
+_FRAME_LINE = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
+_SECTION_END = re.compile(r"^(?:={5,}|-{5,}|_{5,}$)")
+_SUMMARY = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+(?: in [\d.]+s)?.*?)\s*=*$")
+_SHORT_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)")
+_NO_TESTS = 5  # pytest's exit status when it collected nothing
+
+
+def verdict(outcome: Outcome, workspace: Path) -> Trial:
+    """A test run as a :class:`Trial` whose report is the digest the model reads."""
+    report = format_outcome(outcome, TEST_TIMEOUT)
+    if outcome.exit_code == 0:
+        return Trial(passed=True, report=f"the tests pass: {_summary(report) or 'exit code 0'}")
+    if outcome.exit_code == _NO_TESTS:
+        return Trial(passed=False, report=f"no test ran:\n{_cut(report)}", own_fault=True)
+    failures = _failures(report)
+    if not failures:
+        return Trial(passed=False, report=f"the tests failed:\n{_cut(report)}")
+    return Trial(
+        passed=False,
+        report=_digest(report, failures, workspace),
+        asserted=any(f.error and f.error[0].startswith("AssertionError") for f in failures),
+    )
+
+
+def _summary(report: str) -> str | None:
+    for line in reversed(report.splitlines()):
+        stripped = line.strip("= ")
+        if re.search(r"\b\d+ (?:passed|failed|error|errors|skipped)\b", stripped):
+            return stripped
+        if stripped.startswith(("Ran ", "OK", "FAILED (")):
+            return stripped
+    return None
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_DIGEST_CHARS else text[-MAX_DIGEST_CHARS:]
+
+
+def _failures(report: str) -> list[_Failure]:
+    """Each failing test's block of a pytest ``--tb=native`` or unittest report."""
+    failures: list[_Failure] = []
+    title: str | None = None
+    block: list[str] = []
+
+    def close() -> None:
+        if title is not None:
+            failures.append(_parse_block(title, block))
+
+    for line in report.splitlines():
+        header = _HEADER.match(line) or _UNITTEST_HEADER.match(line)
+        if header:
+            close()
+            title, block = header.group(1), []
+        elif title is not None and (line.startswith("=====") or line.startswith("----")):
+            if block:
+                close()
+                title, block = None, []
+        elif title is not None:
+            block.append(line)
+    close()
+    return failures
+
+
+def _parse_block(title: str, lines: list[str]) -> _Failure:
+    frames: list[_Frame] = []
+    last_frame_at = -1
+    for n, line in enumerate(lines):
+        if match := _FRAME_LINE.match(line):
+            frames.append(_Frame(match.group(1), int(match.group(2)), match.group(3)))
+            last_frame_at = n
+    tail = lines[last_frame_at + 1 :] if last_frame_at >= 0 else lines
+    error = [line for line in tail if line.strip()]
+    # after the last frame: its code line (indented), then the error and pytest's notes
+    while error and error[0].startswith("    ") and last_frame_at >= 0:
+        error.pop(0)
+    return _Failure(title, tuple(frames), tuple(error[:8]))
+
+
+def _digest(report: str, failures: list[_Failure], workspace: Path) -> str:
+    failed = [m.group(1) for line in report.splitlines() if (m := _SHORT_FAILED.match(line))]
+    parts = [f"the tests failed ({_summary(report) or 'see below'})"]
+    for failure in failures[:SHOWN_FAILURES]:
+        parts.append(_describe(failure, workspace))
+    rest = [name for name in failed[SHOWN_FAILURES:]]
+    if rest:
+        parts.append("Also failing: " + ", ".join(rest[:10]))
+    text = "\n\n".join(parts)
+    if len(text) > MAX_DIGEST_CHARS:
+        text = text[: MAX_DIGEST_CHARS - 40].rstrip() + "\n[... digest cut ...]"
+    return text
+
+
+def _relative(file: str, workspace: Path) -> str | None:
+    """``file`` relative to the workspace when it is the project's own code."""
+    path = Path(file)
+    if not path.is_absolute():
+        path = workspace / path
+    try:
+        relative = path.relative_to(workspace).as_posix()
+    except ValueError:
+        return None
+    parts = Path(relative).parts
+    if any(part in _SKIPPED_DIRS or part.startswith(".") for part in parts[:-1]):
+        return None
+    return relative
+
+
+def _describe(failure: _Failure, workspace: Path) -> str:
+    lines = [f"FAILED {for_display(failure.title)}"]
+    lines += [f"  {for_display(line.rstrip())}" for line in failure.error]
+    own = [
+        (relative, frame)
+        for frame in failure.frames
+        if (relative := _relative(frame.file, workspace)) is not None
+    ]
+    project = [(r, f) for r, f in own if not is_test_path(r)]
+    if own:
+        lines.append("Traceback in the project:")
+        lines += [f"  {for_display(r)}:{f.line} in {for_display(f.function)}" for r, f in own]
+    shown: list[str] = []
+    if project:
+        for relative, frame in reversed(project[-2:]):
+            source = _enclosing_source(workspace / relative, frame.line)
+            if source:
+                shown.append(f"{for_display(relative)}:\n{source}")
+    elif own:
+        relative, frame = own[-1]
+        shown += _called_sources(workspace, relative, frame.line)
+    if shown:
+        lines.append("Source of the code it runs:")
+        lines += shown
+    return "\n".join(lines)
+
+
+def _parse(path: Path) -> tuple[ast.Module, list[str]] | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+        return ast.parse(text), text.splitlines()
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+
+
+def _numbered(lines: list[str], start: int, end: int) -> str:
+    end = min(end, start + SHOWN_SOURCE_LINES - 1)
+    return "\n".join(
+        f"{n:>5}  {for_display(lines[n - 1], keep=chr(9))}" for n in range(start, end + 1)
+    )
+
+
+def _definitions(tree: ast.AST) -> Iterable[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield node
+
+
+def _enclosing_source(path: Path, line: int) -> str | None:
+    parsed = _parse(path)
+    if parsed is None:
+        return None
+    tree, lines = parsed
+    best: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+    for node in _definitions(tree):
+        end = node.end_lineno or node.lineno
+        if node.lineno <= line <= end and (best is None or node.lineno > best.lineno):
+            best = node
+    if best is None:
+        return None
+    start = min([best.lineno, *(d.lineno for d in best.decorator_list)])
+    return _numbered(lines, start, best.end_lineno or best.lineno)
+
+
+def _called_sources(workspace: Path, test_file: str, line: int) -> list[str]:
+    """The project functions the test's failing line calls, found through the test file's
+    imports (at most two)."""
+    parsed = _parse(workspace / test_file)
+    if parsed is None:
+        return []
+    tree, _ = parsed
+    imported = _imports(tree)
+    called: list[str] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.lineno <= line <= (node.end_lineno or 0):
+            continue
+        name = _dotted(node.func)
+        if name and name not in called:
+            called.append(name)
+    shown: list[str] = []
+    for name in called:
+        where = _resolve(imported, name)
+        found = _source_in_module(workspace, *where) if where is not None else None
+        if found is not None:
+            shown.append(found)
+        if len(shown) == 2:
+            break
+    return shown
+
+
+def _resolve(imported: Mapping[str, tuple[str, str | None]], name: str) -> tuple[str, str] | None:
+    """The module and top-level name a called ``f`` or ``m.f`` refers to, or None."""
+    head, _, attribute = name.partition(".")
+    if head not in imported:
+        return None
+    module, member = imported[head]
+    if not attribute:
+        return (module, member) if member is not None else None
+    # m.f: m is a module (import m) or a module taken from a package (from p import m)
+    return (module if member is None else f"{module}.{member}", attribute)
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return f"{node.value.id}.{node.attr}"
+    return None
+
+
+def _imports(tree: ast.Module) -> dict[str, tuple[str, str | None]]:
+    """Local name -> (module, member): ``from m import f`` gives f -> (m, f); ``import m as
+    x`` gives x -> (m, None)."""
+    names: dict[str, tuple[str, str | None]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                names[alias.asname or alias.name] = (node.module, alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                names[alias.asname or alias.name.split(".")[0]] = (alias.name, None)
+    return names
+
+
+def _source_in_module(workspace: Path, module: str, name: str) -> str | None:
+    relative = module.replace(".", "/")
+    for base in (workspace, workspace / "src", workspace / "lib"):
+        for candidate in (base / f"{relative}.py", base / relative / "__init__.py"):
+            if not candidate.is_file():
+                continue
+            parsed = _parse(candidate)
+            if parsed is None:
+                return None
+            tree, lines = parsed
+            for node in tree.body:
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and (
+                    node.name == name
+                ):
+                    shown = candidate.relative_to(workspace).as_posix()
+                    end = node.end_lineno or node.lineno
+                    return f"{for_display(shown)}:\n{_numbered(lines, node.lineno, end)}"
+            return None
+    return None
+
+
+RUN_TESTS = BuiltinTool(
+    ToolSpec(
+        "run_tests",
+        "Run the project's tests (pytest, or unittest) in the workspace; they can read the "
+        "project but not change it, so they run without asking. Give test files or ids "
+        "(space-separated, e.g. tests/test_mod.py::test_name), or nothing for all tests.",
+        object_schema(
+            {"tests": {**string_arg("Test files or ids, space-separated."), "maxLength": 500}},
+            [],
+        ),
+        checks=True,
+    ),
+    run=run_tests,
+    trial=try_tests,
+    offered=lambda ctx: can_run_contained(ctx) and bool(find_test_files(ctx.workspace, ctx.policy)),
+)

@@ -1,0 +1,421 @@
+"""Tests drive the loop (issue 22): where the workspace has tests, Rune runs the ones the task
+names itself, contained and read-only, before the first model call and after each change, and
+a run whose failing tests pass after a change ends there without another model turn."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.fakes.cli import rune
+from tests.fakes.ollama_server import FakeModel, FakeOllama, tool_call, tool_reply
+
+from rune.cli import EXIT_OK
+from rune.errors import ToolError
+from rune.events import BudgetRenewed
+from rune.local_tool_runtime import LocalToolRuntime
+from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.tools.commands import bwrap_works, find_bwrap
+from rune.tools.testing import auto_check, find_test_files, is_test_path, named_tests, plan_tests
+from rune.transport.scripted import ScriptedTransport
+
+BWRAP = find_bwrap()
+needs_bwrap = pytest.mark.skipif(
+    BWRAP is None or not bwrap_works(BWRAP), reason="bubblewrap cannot build a sandbox here"
+)
+
+BROKEN = "def add(a, b):\n    total = a - b\n    return total\n"
+FIXED = "def add(a, b):\n    total = a + b\n    return total\n"
+WRONG = "def add(a, b):\n    total = a * b\n    return total\n"
+# unittest style, so it runs under pytest and, where an interpreter has no pytest, unittest
+TEST_CALC = """\
+import unittest
+
+from calc.ops import add
+
+
+class TestAdd(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(add(2, 3), 5)
+
+    def test_zero(self):
+        self.assertEqual(add(0, 0), 0)
+"""
+TASK = (
+    "The test tests/test_calc.py::TestAdd::test_add fails. Find the bug in the library code "
+    "(the tests are right) and fix it."
+)
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    (path / "calc").mkdir(parents=True)
+    (path / "calc" / "__init__.py").write_text("")
+    (path / "calc" / "ops.py").write_text(BROKEN)
+    (path / "tests").mkdir()
+    (path / "tests" / "__init__.py").write_text("")
+    (path / "tests" / "test_calc.py").write_text(TEST_CALC)
+    return path
+
+
+def executor(ws: Path) -> ToolExecutor:
+    """As ``rune`` runs: home (here the test's directory) is readable, the workspace writable."""
+    return ToolExecutor(SandboxPolicy.default(home=ws.parent), ws)
+
+
+def runtime(
+    ws: Path, transport: ScriptedTransport, protocol: str = "constrained"
+) -> LocalToolRuntime:
+    tools = executor(ws)
+    return LocalToolRuntime(
+        transport,
+        tools,
+        model="m",
+        protocol=protocol,
+        auto_checks=lambda request: auto_check(request, tools.workspace, tools.policy),
+    )
+
+
+def turn(**fields: Any) -> dict[str, Any]:
+    return {"content": json.dumps(fields)}
+
+
+def change(code: str, path: str = "calc/ops.py") -> dict[str, Any]:
+    return turn(tool="replace_function", arguments={"path": path, "name": "add", "code": code})
+
+
+def approve_all(loop: LocalToolRuntime, resp: Any) -> Any:
+    while resp.pending is not None:
+        resp = loop.approve(resp.pending_state)
+    return resp
+
+
+# --- finding the tests ------------------------------------------------------------------------
+
+
+def test_test_files_are_told_by_name_and_directory() -> None:
+    assert is_test_path("tests/test_calc.py")
+    assert is_test_path("pkg/tests/helpers.py")
+    assert is_test_path("calc_test.py")
+    assert is_test_path("conftest.py")
+    assert not is_test_path("calc/ops.py")
+    assert not is_test_path("testing_notes.md")
+    assert not is_test_path("contest.py")
+
+
+def test_a_named_test_is_found_where_it_is(ws: Path) -> None:
+    (ws / "pkg" / "tests").mkdir(parents=True)
+    (ws / "pkg" / "tests" / "test_mod.py").write_text("")
+    (ws / "other").mkdir()
+    (ws / "other" / "test_calc.py").write_text("")
+    files = find_test_files(ws, SandboxPolicy.default(home=ws.parent))
+    assert sorted(files) == ["other/test_calc.py", "pkg/tests/test_mod.py", "tests/test_calc.py"]
+    # as given; by a name that exists once in the tree (the user named it from its folder)
+    named = named_tests("test_mod.py::test_x and tests/test_calc.py::TestAdd fail", ws, files)
+    assert named == ["pkg/tests/test_mod.py::test_x", "tests/test_calc.py::TestAdd"]
+    # a name that exists twice is not guessed; a path that does not exist is not made up
+    assert named_tests("test_calc.py fails", ws, files) == []
+    assert named_tests("tests/test_nothing.py fails", ws, files) == []
+
+
+def test_a_workspace_without_tests_has_no_auto_check(tmp_path: Path) -> None:
+    (tmp_path / "calc.py").write_text(BROKEN)
+    policy = SandboxPolicy.default(home=tmp_path)
+    assert plan_tests("fix add", tmp_path, policy) is None
+    assert "run_tests" not in {spec.name for spec in ToolExecutor(policy, tmp_path).specs()}
+
+
+def test_the_tests_are_right_protects_test_files(ws: Path) -> None:
+    policy = SandboxPolicy.default(home=ws.parent)
+    plan = plan_tests(TASK, ws, policy)
+    assert plan is not None and plan.tests == ("tests/test_calc.py::TestAdd::test_add",)
+    assert plan.refusal(ws, {"path": "tests/test_calc.py"}) is not None
+    assert plan.refusal(ws, {"path": str(ws / "tests" / "test_calc.py")}) is not None
+    assert plan.refusal(ws, {"path": "calc/ops.py"}) is None
+    unprotected = plan_tests("make tests/test_calc.py pass", ws, policy)
+    assert unprotected is not None and unprotected.refusal(ws, {"path": "tests/x.py"}) is None
+
+
+# --- the tool ---------------------------------------------------------------------------------
+
+
+@needs_bwrap
+def test_a_failing_test_is_shown_with_its_error_and_the_code_it_runs(ws: Path) -> None:
+    with pytest.raises(ToolError) as caught:
+        executor(ws).run("run_tests", {"tests": "tests/test_calc.py"})
+    digest = str(caught.value)
+    assert digest.startswith("the tests failed")
+    assert "test_add" in digest and "-1 != 5" in digest
+    # the traceback never leaves the test: the function its failing line calls is shown
+    assert "calc/ops.py:" in digest and "total = a - b" in digest
+    assert "test_zero" not in digest.split("Also failing")[0].replace("test_add", "")
+
+
+@needs_bwrap
+def test_a_frame_in_project_code_shows_its_function(ws: Path) -> None:
+    (ws / "calc" / "ops.py").write_text("def add(a, b):\n    return a + c\n")
+    with pytest.raises(ToolError) as caught:
+        executor(ws).run("run_tests", {"tests": "tests/test_calc.py::TestAdd::test_add"})
+    digest = str(caught.value)
+    assert "NameError" in digest
+    assert "Traceback in the project:" in digest and "calc/ops.py:2 in add" in digest
+    assert "return a + c" in digest
+
+
+@needs_bwrap
+def test_passing_tests_say_so_and_nothing_is_written(ws: Path) -> None:
+    (ws / "calc" / "ops.py").write_text(FIXED)
+    before = sorted(p.relative_to(ws).as_posix() for p in ws.rglob("*"))
+    out = executor(ws).run("run_tests", {})
+    assert out.startswith("the tests pass:") and "2 passed" in out
+    assert sorted(p.relative_to(ws).as_posix() for p in ws.rglob("*")) == before
+
+
+@pytest.mark.parametrize("hostile", ["--co", "/etc/passwd", "../outside.py", "a\0b"])
+def test_test_ids_that_are_not_workspace_paths_are_refused(ws: Path, hostile: str) -> None:
+    from rune.errors import ToolInputError
+
+    with pytest.raises(ToolInputError):
+        executor(ws).run("run_tests", {"tests": f"tests/test_calc.py {hostile}"})
+
+
+# --- the loop ---------------------------------------------------------------------------------
+
+
+@needs_bwrap
+def test_the_model_starts_from_the_failure_and_a_passing_change_ends_the_run(ws: Path) -> None:
+    transport = ScriptedTransport([change(FIXED)], tools=True)
+    loop = runtime(ws, transport)
+    resp = approve_all(loop, loop.run([{"role": "user", "content": TASK}]))
+    assert resp.success and resp.incomplete is None
+    assert (ws / "calc" / "ops.py").read_text() == FIXED
+    # one model call: the tests ran before it and after the change, no turn spent on either
+    assert len(transport.requests) == 1
+    first_prompt = transport.requests[0].messages[-1]["content"]
+    assert first_prompt.startswith("Rune ran the tests tests/test_calc.py::TestAdd::test_add")
+    assert "-1 != 5" in first_prompt
+    runs = [(e.source, e.name, e.status) for e in resp.events]
+    assert runs == [
+        ("rune", "run_tests", "failed"),
+        ("constrained", "replace_function", "done"),
+        ("rune", "run_tests", "done"),
+    ]
+    assert resp.text.startswith("Fixed: the tests tests/test_calc.py::TestAdd::test_add")
+    assert "calc/ops.py" in resp.text
+
+
+def native(code: str) -> dict[str, Any]:
+    arguments = {"path": "calc/ops.py", "name": "add", "code": code}
+    return {"tool_calls": [{"function": {"name": "replace_function", "arguments": arguments}}]}
+
+
+@needs_bwrap
+def test_a_change_that_does_not_fix_it_is_answered_with_the_tests(ws: Path) -> None:
+    transport = ScriptedTransport([native(WRONG), native(FIXED)], tools=True)
+    loop = runtime(ws, transport, protocol="native")
+    resp = approve_all(loop, loop.run([{"role": "user", "content": TASK}]))
+    assert resp.success and len(transport.requests) == 2
+    second_prompt = transport.requests[1].messages[-1]["content"]
+    assert second_prompt.startswith("Rune ran the tests")
+    assert "after your change" in second_prompt and "6 != 5" in second_prompt
+    assert [e.status for e in resp.events if e.source == "rune"] == ["failed", "failed", "done"]
+
+
+@needs_bwrap
+def test_a_wrong_first_change_is_repaired_against_the_tests(ws: Path) -> None:
+    """The tests are the failed check the sampled repair needs: a first change that fails them
+    is not offered when a sample from a fresh start (which sees the failure) passes them."""
+    transport = ScriptedTransport([change(WRONG), change(FIXED)], tools=True)
+    loop = runtime(ws, transport)
+    resp = approve_all(loop, loop.run([{"role": "user", "content": TASK}]))
+    assert resp.success and (ws / "calc" / "ops.py").read_text() == FIXED
+    sample = transport.requests[1]
+    assert sample.options is not None and sample.options.get("seed") == 101
+    assert sample.messages[-1]["content"].startswith("Rune ran the tests")
+    assert any("this one passes that check" in w for w in resp.warnings)
+
+
+@needs_bwrap
+def test_a_change_to_a_test_the_task_says_is_right_is_refused(ws: Path) -> None:
+    cheat = turn(
+        tool="write_file",
+        arguments={"path": "tests/test_calc.py", "content": "def test_add():\n    pass\n"},
+    )
+    transport = ScriptedTransport([cheat, change(FIXED)], tools=True)
+    loop = runtime(ws, transport)
+    resp = approve_all(loop, loop.run([{"role": "user", "content": TASK}]))
+    assert resp.success
+    assert (ws / "tests" / "test_calc.py").read_text() == TEST_CALC
+    refused = resp.events[1]
+    assert refused.name == "write_file" and refused.status == "failed"
+    assert "the task says the tests are right" in (refused.error or "")
+
+
+@needs_bwrap
+def test_tests_that_pass_at_the_start_do_not_end_the_run(ws: Path) -> None:
+    (ws / "calc" / "ops.py").write_text(FIXED)
+    improved = FIXED.replace("total = a + b", "total = b + a")
+    transport = ScriptedTransport(
+        [change(improved), turn(answer="Swapped the operands.")], tools=True
+    )
+    loop = runtime(ws, transport)
+    resp = approve_all(loop, loop.run([{"role": "user", "content": "swap the operands in add"}]))
+    assert resp.success and resp.text == "Swapped the operands."
+    assert len(transport.requests) == 2
+
+
+# --- through the command ----------------------------------------------------------------------
+
+
+@needs_bwrap
+def test_rune_run_fixes_a_failing_test_in_one_model_call(ws: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    workspace = home / "proj"
+    ws.rename(workspace)
+    fixed = tool_call("replace_function", {"path": "calc/ops.py", "name": "add", "code": FIXED})
+    with FakeOllama([FakeModel("qwen3:latest", ("completion", "tools"))]) as server:
+        server.script(tool_reply(fixed))
+        done = rune(
+            home,
+            "run",
+            "--workspace",
+            str(workspace),
+            "--yes",
+            TASK,
+            env={"OLLAMA_HOST": server.url},
+        )
+        assert server.count("/api/chat") == 1
+    assert done.returncode == EXIT_OK, done.stdout + done.stderr
+    assert (workspace / "calc" / "ops.py").read_text() == FIXED
+    assert "Fixed: the tests" in done.stdout
+    assert "run_tests" in done.stdout
+
+
+# --- no dead loops ----------------------------------------------------------------------------
+
+
+def read(path: str) -> dict[str, Any]:
+    return {"tool_calls": [{"function": {"name": "read_file", "arguments": {"path": path}}}]}
+
+
+def test_two_failing_calls_taking_turns_stop_the_run(tmp_path: Path) -> None:
+    transport = ScriptedTransport(
+        [read("a.py"), read("b.py"), read("a.py"), read("b.py"), {"content": "done"}], tools=True
+    )
+    loop = LocalToolRuntime(
+        transport, ToolExecutor(SandboxPolicy.default(home=tmp_path), tmp_path), model="m"
+    )
+    resp = loop.run([{"role": "user", "content": "read a.py and b.py"}])
+    assert not resp.success and resp.error_kind == "CircuitBreaker"
+    assert resp.error == (
+        "tool read_file failed 2 times with identical arguments, with only failing calls "
+        "between — stopping before the iteration budget burns"
+    )
+    assert len(transport.requests) == 3
+
+
+def test_a_call_that_works_between_resets_the_count(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("old\n")
+    transport = ScriptedTransport(
+        [read("a.py"), read("notes.txt"), read("a.py"), {"content": "done"}], tools=True
+    )
+    loop = LocalToolRuntime(
+        transport, ToolExecutor(SandboxPolicy.default(home=tmp_path), tmp_path), model="m"
+    )
+    resp = loop.run([{"role": "user", "content": "read the notes"}])
+    assert resp.success and resp.text == "done"
+
+
+# --- finding a file by the name the task gave -------------------------------------------------
+
+
+def test_a_path_that_exists_once_deeper_is_read_with_a_note(ws: Path) -> None:
+    out = executor(ws).run("read_file", {"path": "test_calc.py"})
+    assert out.startswith("[test_calc.py does not exist; this is tests/test_calc.py, the one")
+    assert "from calc.ops import add" in out
+    out = executor(ws).run("read_file", {"path": "ops.py"})
+    assert "this is calc/ops.py" in out and "total = a - b" in out
+
+
+def test_a_missing_path_lists_the_near_names(ws: Path) -> None:
+    (ws / "lib").mkdir()
+    (ws / "lib" / "ops.py").write_text("")
+    with pytest.raises(ToolError) as caught:
+        executor(ws).run("read_file", {"path": "ops.py"})
+    assert "Files with a similar name: calc/ops.py, lib/ops.py." in str(caught.value)
+    with pytest.raises(ToolError) as caught:
+        executor(ws).run("read_file", {"path": "opps.py"})
+    assert "calc/ops.py" in str(caught.value)
+    with pytest.raises(ToolError) as caught:
+        executor(ws).run("read_file", {"path": "nothing_like_it.txt"})
+    assert "similar" not in str(caught.value)
+
+
+def test_a_change_to_a_missing_path_names_the_file_it_may_mean(ws: Path) -> None:
+    with pytest.raises(ToolError) as caught:
+        executor(ws).prepare("replace_function", {"path": "ops.py", "name": "add", "code": FIXED})
+    assert "the one file whose path ends so is calc/ops.py: use that path" in str(caught.value)
+    assert not (ws / "ops.py").exists()
+
+
+# --- longer tasks -----------------------------------------------------------------------------
+
+
+def operator(tmp_path: Path, turns: list[dict[str, Any]], budgets: int) -> Any:
+    from rune.operator import RuneOperator
+
+    events: list[Any] = []
+    tools = ToolExecutor(SandboxPolicy.default(home=tmp_path), tmp_path)
+    op = RuneOperator(
+        ScriptedTransport(turns, tools=True),
+        tools,
+        model="m",
+        max_iterations=2,
+        max_budgets=budgets,
+        on_event=events.append,
+    )
+    return op, events
+
+
+def write(n: int) -> dict[str, Any]:
+    arguments = {"path": f"step{n}.txt", "content": f"{n}\n"}
+    return {"tool_calls": [{"function": {"name": "write_file", "arguments": arguments}}]}
+
+
+def drive(op: Any, text: str) -> Any:
+    resp = op.send(text)
+    while resp.pending is not None:
+        resp = op.approve()
+    return resp
+
+
+def test_a_budget_that_made_a_change_is_followed_by_another(tmp_path: Path) -> None:
+    turns = [write(1), write(2), write(3), {"content": "All three written."}]
+    op, events = operator(tmp_path, turns, budgets=3)
+    resp = drive(op, "write three files")
+    assert resp.success and resp.text == "All three written."
+    assert [e for e in events if isinstance(e, BudgetRenewed)] == [BudgetRenewed(2, 3)]
+    assert sorted(p.name for p in tmp_path.glob("step*.txt")) == [
+        "step1.txt",
+        "step2.txt",
+        "step3.txt",
+    ]
+
+
+def test_no_budget_follows_one_that_changed_nothing_or_the_last(tmp_path: Path) -> None:
+    idle = [read("a.py"), read("b.py"), write(1)]
+    op, events = operator(tmp_path, idle, budgets=3)
+    resp = drive(op, "look around")
+    assert resp.error_kind == "IterationLimit" and not (tmp_path / "step1.txt").exists()
+    assert not [e for e in events if isinstance(e, BudgetRenewed)]
+
+    busy = [write(1), write(2), write(3), write(4), write(5)]
+    op, events = operator(tmp_path, busy, budgets=2)
+    resp = drive(op, "keep writing")
+    assert resp.error_kind == "IterationLimit"
+    assert (tmp_path / "step4.txt").exists() and not (tmp_path / "step5.txt").exists()
+    assert [e for e in events if isinstance(e, BudgetRenewed)] == [BudgetRenewed(2, 2)]
