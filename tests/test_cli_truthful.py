@@ -29,6 +29,13 @@ FIX = call("edit_file", path="calc.py", old_text="a - b", new_text="a + b")
 RUN_TESTS = call("run_command", command="python3 test_calc.py")
 
 
+@pytest.fixture(autouse=True)
+def _no_auto_tests(monkeypatch: pytest.MonkeyPatch) -> None:
+    # These runs are about the model's own commands: Rune does not run test_calc.py itself
+    # (tests/test_test_driven.py covers that).
+    monkeypatch.setenv("RUNE_AUTO_TESTS", "false")
+
+
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     path = tmp_path / "home"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from tests.fakes.cli import rune
-from tests.fakes.ollama_server import FakeModel, FakeOllama, tool_call, tool_reply
+from tests.fakes.ollama_server import FakeModel, FakeOllama, text_reply, tool_call, tool_reply
 
 from rune.cli import EXIT_OK
 from rune.errors import ToolError
@@ -419,3 +419,26 @@ def test_no_budget_follows_one_that_changed_nothing_or_the_last(tmp_path: Path) 
     assert resp.error_kind == "IterationLimit"
     assert (tmp_path / "step4.txt").exists() and not (tmp_path / "step5.txt").exists()
     assert [e for e in events if isinstance(e, BudgetRenewed)] == [BudgetRenewed(2, 2)]
+
+
+@needs_bwrap
+def test_auto_tests_false_leaves_the_tests_to_the_model(ws: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    workspace = home / "proj"
+    ws.rename(workspace)
+    fixed = tool_call("replace_function", {"path": "calc/ops.py", "name": "add", "code": FIXED})
+    with FakeOllama([FakeModel("qwen3:latest", ("completion", "tools"))]) as server:
+        server.script(tool_reply(fixed), text_reply("Fixed add()."))
+        done = rune(
+            home,
+            "run",
+            "--workspace",
+            str(workspace),
+            "--yes",
+            TASK,
+            env={"OLLAMA_HOST": server.url, "RUNE_AUTO_TESTS": "false"},
+        )
+        assert server.count("/api/chat") == 2
+    assert done.returncode == EXIT_OK, done.stdout + done.stderr
+    assert "[by Rune]" not in done.stdout and "Fixed add()." in done.stdout

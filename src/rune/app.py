@@ -626,7 +626,7 @@ def build_operator(
         ask_reads=can_ask,
     )
     auto_checks = None
-    if any(spec.name == RUN_TESTS.spec.name for spec in executor.specs()):
+    if settings.auto_tests and any(spec.name == RUN_TESTS.spec.name for spec in executor.specs()):
         workspace = executor.workspace
 
         def auto_checks(request: str) -> AutoCheck | None:

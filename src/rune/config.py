@@ -64,6 +64,10 @@ KEYS: dict[str, tuple[str, str]] = {
     ),
     "max_context": ("context window cap in tokens", "an integer of at least 512"),
     "think": ("ask thinking models to think", "true or false"),
+    "auto_tests": (
+        "run the project's tests the task names before the first model call and after each change",
+        "true or false",
+    ),
     "max_output_tokens": ("cap on tokens per model reply", "an integer of at least 16"),
     "protocol": (
         "how the model calls tools",
@@ -125,6 +129,7 @@ class Settings(BaseModel):
     approval: ApprovalMode = "ask"
     max_context: Annotated[int, Field(ge=512)] | None = None
     think: bool | None = None
+    auto_tests: bool = True
     max_output_tokens: Annotated[int, Field(ge=16)] | None = None
     protocol: Protocol = "auto"
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
@@ -454,6 +459,7 @@ PROJECT_KEYS: dict[str, Callable[[Any, Mapping[str, Any]], str | None]] = {
     "max_context": _not_above("max_context", None),
     "max_output_tokens": _not_above("max_output_tokens", None),
     "think": _anything,
+    "auto_tests": _anything,
     # The wire protocol for tools (another branch adds the key): it changes how tool calls are
     # written, not what they may do.
     "protocol": _anything,

@@ -879,7 +879,7 @@ class LocalToolRuntime:
         to the model. Whether it finished the task is :mod:`rune.outcome`'s rule."""
         found = outcome.problems(state.events, self._kinds)
         # A rejection is the operator's word, which the model has already read: no reminder.
-        if found and not state.nudged and not found[-1].rejected:
+        if found and not state.nudged and found[-1].reminds:
             state.nudged = True
             state.messages.append({"role": "user", "content": found[-1].reminder()})
             return None

@@ -46,13 +46,20 @@ _REMINDER: dict[ProblemKind, str] = {
 class Problem:
     """One thing that leaves the task unfinished. ``reason`` is for the person, in a few
     words; ``detail`` is the error itself, for the model's reminder; ``kind``: a change, a
-    command or a check; ``rejected``: the user's own word, which the model has read already
-    (no reminder)."""
+    command or a check; ``rejected``: the user's own word, which the model has read already;
+    ``known``: shown to the model before it did anything (Rune's first run of the tests)."""
 
     reason: str
     detail: str
     kind: ProblemKind
     rejected: bool = False
+    known: bool = False
+
+    @property
+    def reminds(self) -> bool:
+        """Whether an answer right after it is sent back to the model once (not for what the
+        model was told before it did anything, nor for the user's own rejection)."""
+        return not (self.rejected or self.known)
 
     def reminder(self) -> str:
         """What the model is told once when it answers right after this failure."""
@@ -89,9 +96,8 @@ def problems(events: Sequence[ToolEvent], kinds: ToolKinds) -> list[Problem]:
             if event.status == "done":
                 failed = {s: f for s, f in failed.items() if not f[0]}
             elif did_fail:
-                reason = "the model's own check of its change failed"
                 failed.pop(signature, None)
-                failed[signature] = (True, Problem(reason, event.error or "", "check"))
+                failed[signature] = (True, _check_problem(event))
         elif event.name in kinds.changes:
             if event.status == "done":
                 change = None
@@ -103,6 +109,16 @@ def problems(events: Sequence[ToolEvent], kinds: ToolKinds) -> list[Problem]:
             elif did_fail:
                 change = Problem("the last change failed", event.error or "", "change")
     return [*([change] if change is not None else []), *(p for _, p in failed.values())]
+
+
+def _check_problem(event: ToolEvent) -> Problem:
+    if event.source != "rune":
+        return Problem("the model's own check of its change failed", event.error or "", "check")
+    # Rune's own run of the project's tests (docs/loop.md): the one before the first model call
+    # is where the model started from, not something it did, so it is not sent back to it.
+    return Problem(
+        "the project's tests fail", event.error or "", "check", known=event.iteration == 0
+    )
 
 
 def incomplete_reason(found: Sequence[Problem]) -> str | None:
