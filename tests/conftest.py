@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,4 +26,33 @@ def _isolated_user_dirs(
 
 
 def pytest_report_header() -> list[str]:
-    return [f"rune tests: repo at {Path(__file__).resolve().parent.parent.name}"]
+    return [
+        f"rune tests: repo at {Path(__file__).resolve().parent.parent.name}",
+        f"containment: {_containment()[0]}",
+    ]
+
+
+@functools.cache
+def _containment() -> tuple[str, bool, bool]:
+    """(what the tests marked ``bwrap``/``seccomp`` get here, bwrap works, seccomp works)."""
+    from rune.tools.commands import containment_report, find_bwrap, seccomp_works
+
+    works, how = containment_report()
+    bwrap = find_bwrap()
+    seccomp = works and bwrap is not None and seccomp_works(bwrap)
+    return (how if works else f"NOT ACTIVE ({how})"), works, seccomp
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked ``bwrap`` or ``seccomp`` skips where that containment does not work, and
+    fails under ``CI=true``: CI must test the sandbox, not skip it silently."""
+    how, works, seccomp = _containment()
+    missing = (item.get_closest_marker("bwrap") is not None and not works) or (
+        item.get_closest_marker("seccomp") is not None and not seccomp
+    )
+    if not missing:
+        return
+    reason = f"containment: {how}"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason}; under CI=true the sandbox tests must run", pytrace=False)
+    pytest.skip(reason)

@@ -35,8 +35,8 @@ from rune.tools.sandbox import SandboxPolicy
 from rune.transport.scripted import ScriptedTransport
 
 SERVER = Path(__file__).resolve().parent / "fakes" / "mcp_server.py"
-CONTAINED, WHY_NOT = containment_report()
-needs_bwrap = pytest.mark.skipif(not CONTAINED, reason=f"no containment here: {WHY_NOT}")
+CONTAINED = containment_report()[0]
+needs_bwrap = pytest.mark.bwrap
 
 
 def time_server() -> str | None:
@@ -67,7 +67,8 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def shared(workspace: Path) -> Iterator[McpManager]:
     """One started test server for the tests that leave it running (1 s per start)."""
-    manager = manager_for(workspace, fake(writable=True, call_timeout=1.5))
+    # The SDK takes about 1.5 s to return an error result on this 2-core machine (measured).
+    manager = manager_for(workspace, fake(writable=True, call_timeout=4))
     yield manager
     manager.close()
 
@@ -201,9 +202,9 @@ def test_an_error_result_and_a_hang_are_tool_errors_and_the_server_goes_on(
         executor.run("t__fail", {"reason": "x"})
     assert not isinstance(failed.value, McpError)
     started = time.monotonic()
-    with pytest.raises(McpError, match=r"did not answer t__hang within 1\.5 s"):
+    with pytest.raises(McpError, match=r"did not answer t__hang within 4 s"):
         executor.run("t__hang", {"seconds": 30})
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 8
     assert executor.run("t__lookup", {"key": "beta"}) == "2"
 
 
@@ -309,8 +310,9 @@ def test_a_contained_server_has_no_network_no_secrets_and_writes_only_when_allow
                 "net__probe", {"port": port, "directory": str(workspace)}
             ).splitlines()
             assert opened == ["connect: ok", "write: ok"]
+            # Outside its cwd nothing of the host is there at all (deny by default).
             elsewhere = executor.run("net__probe", {"directory": str(outside)})
-            assert elsewhere == "write: refused (OSError)"
+            assert elsewhere == "write: refused (FileNotFoundError)"
             status = manager.status("t")
             assert status is not None and "no network, writes nowhere" in status.where()
         finally:

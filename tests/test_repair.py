@@ -14,13 +14,9 @@ from rune.local_tool_runtime import LocalToolRuntime, repeat_message
 from rune.repair import FIRST_SEED, MAX_REPAIRS, SAMPLES, TEMPERATURE
 from rune.state import PendingState
 from rune.tool_executor import SandboxPolicy, ToolExecutor
-from rune.tools.commands import bwrap_works, find_bwrap
 from rune.transport.scripted import ScriptedTransport
 
-BWRAP = find_bwrap()
-pytestmark = pytest.mark.skipif(
-    BWRAP is None or not bwrap_works(BWRAP), reason="bubblewrap cannot build a sandbox here"
-)
+pytestmark = pytest.mark.bwrap
 SOURCE = (
     'def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    """a times b"""\n    return a * b\n'
 )

@@ -13,12 +13,8 @@ import pytest
 from tests.fakes.cli import call, final, rune
 
 from rune.demo import FIXED_CALC
-from rune.tools.commands import bwrap_works, find_bwrap
 
-BWRAP = find_bwrap()
-needs_bwrap = pytest.mark.skipif(
-    BWRAP is None or not bwrap_works(BWRAP), reason="bubblewrap cannot build a sandbox here"
-)
+needs_bwrap = pytest.mark.bwrap
 
 
 def evil_calc(marker: Path) -> str:

@@ -85,12 +85,14 @@ def sandbox_policy(settings: Settings) -> SandboxPolicy:
     extra_read = list(settings.sandbox_read_roots)
     allowed = list(settings.sandbox_allow_credentials)
     home = Path.home()
+    contained = list(settings.sandbox_contained_reads)
     if settings.sandbox_workspace_only:
         return SandboxPolicy(
             read_roots=[workspace, *extra_write, *extra_read],
             write_roots=[workspace, *extra_write],
             home=home,
             allow_credentials=allowed,
+            contained_reads=contained,
         )
     base = SandboxPolicy.default()
     return SandboxPolicy(
@@ -100,6 +102,7 @@ def sandbox_policy(settings: Settings) -> SandboxPolicy:
         ask_read_roots=base.read_roots,
         home=base.home,
         allow_credentials=allowed,
+        contained_reads=contained,
     )
 
 
@@ -185,6 +188,13 @@ def commands_contained() -> tuple[bool, str]:
     from rune.tools.commands import containment_report
 
     return containment_report()
+
+
+def contained_environment_report() -> str:
+    """The environment allow-list of contained runs, in one line."""
+    from rune.tools.containment import environment_report
+
+    return environment_report()
 
 
 # --- backend selection --------------------------------------------------------------------

@@ -87,10 +87,22 @@ KEYS: dict[str, tuple[str, str]] = {
         "credential stores Rune may read anyway (never write)",
         "a list of paths, each a credential store or a path inside one",
     ),
+    "sandbox.contained_reads": (
+        "files and directories commands, checks and MCP servers may read in their sandbox "
+        "(read-only; home is otherwise private and empty there)",
+        "a list of paths",
+    ),
 }
 ENV_PREFIX = "RUNE_"
 # Keys whose environment variable is a list of paths separated by os.pathsep.
-PATH_LISTS = frozenset({"sandbox.write_roots", "sandbox.read_roots", "sandbox.allow_credentials"})
+PATH_LISTS = frozenset(
+    {
+        "sandbox.write_roots",
+        "sandbox.read_roots",
+        "sandbox.allow_credentials",
+        "sandbox.contained_reads",
+    }
+)
 # Settings whose command-line flag is not simply --<key>.
 FLAG_NAMES = {
     "approval": "--yes",
@@ -139,6 +151,7 @@ class Settings(BaseModel):
     sandbox_write_roots: tuple[Path, ...] = ()
     sandbox_read_roots: tuple[Path, ...] = ()
     sandbox_allow_credentials: tuple[Path, ...] = ()
+    sandbox_contained_reads: tuple[Path, ...] = ()
 
     @field_validator("backend")
     @classmethod
@@ -168,7 +181,12 @@ class Settings(BaseModel):
     def _path(cls, value: Path | None) -> Path | None:
         return None if value is None else _expand(value)
 
-    @field_validator("sandbox_write_roots", "sandbox_read_roots", "sandbox_allow_credentials")
+    @field_validator(
+        "sandbox_write_roots",
+        "sandbox_read_roots",
+        "sandbox_allow_credentials",
+        "sandbox_contained_reads",
+    )
     @classmethod
     def _paths(cls, value: tuple[Path, ...]) -> tuple[Path, ...]:
         return tuple(_expand(p) for p in value)

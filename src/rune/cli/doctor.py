@@ -37,6 +37,7 @@ def run_checks(loaded: LoadedConfig) -> list[Check]:
         capabilities,
         choose_backend,
         commands_contained,
+        contained_environment_report,
         mcp_servers,
         open_transport,
         policy_report,
@@ -148,6 +149,7 @@ def run_checks(loaded: LoadedConfig) -> list[Check]:
             "commands run without network and with a read-only system",
         )
     )
+    checks.append(Check("environment", True, contained_environment_report()))
     return checks
 
 

@@ -2,13 +2,15 @@
 
 A small model that fixes a bug usually gets it right only when it sees its fix fail first. So
 it may run Python code against the workspace, as ``python -c CODE`` in the workspace, inside
-the same bubblewrap sandbox as commands but with nothing writable: the whole file system is
-read-only (a private, size-capped ``TMPDIR`` aside), there is no network, no host socket, no
-secret and no credential in the environment. What such a run can do is read what a contained
-command reads (the host's files, credential stores and Rune's own files masked) and print; so
-it is a read-only tool and runs at once, like ``read_file``.
-Where bubblewrap does not work, or the policy keeps the model to the workspace, the executor
-does not offer it (``run_command``, which asks, is the way then).
+the same bubblewrap layout as commands (:mod:`rune.tools.containment`) but with nothing of the
+host writable: it sees the system directories, the workspace (read-only) and its interpreter's
+installation, and nothing else (home is private and empty); no network, no socket but IP and
+netlink, an allow-listed environment, and the strongest resource limits
+(:data:`rune.tools.run_limits.CHECK`). What such a run can do is read the project and print;
+so it is a read-only tool and runs at once, like ``read_file``. Where bubblewrap or the
+seccomp filter does not work, or the policy keeps the model to the workspace, the executor
+does not offer it (``run_command``, which asks, is the way then); where the workspace is too
+big to scan for credential stores, a check is refused.
 """
 
 from __future__ import annotations
@@ -30,9 +32,12 @@ from rune.tools.commands import (
     find_bwrap,
     format_outcome,
     run_contained,
+    seccomp_works,
 )
-from rune.tools.containment import plan_mounts, scrubbed_environment
+from rune.tools.containment import SCAN_DIRS, contained_environment, plan_mounts
 from rune.tools.interpreter import project_python
+from rune.tools.run_limits import CHECK
+from rune.tools.runtime_dirs import runtime_dirs
 from rune.tools.sandbox import within
 from rune.tools.spec import ToolSpec, Trial
 
@@ -46,17 +51,18 @@ _ASSERTS = re.compile(r"\bassert\b|\braise\b")
 
 
 def can_run_contained(ctx: ToolContext) -> bool:
-    """Whether checks are offered: commands may be contained, bubblewrap works, and the policy
-    lets the model read the user's home anyway (freely, or once the user approves). A
-    contained run reads the file system as a contained command does (secrets and Rune's own
-    files masked), which is more than a workspace-only policy (``sandbox.workspace_only``)
-    lets the model read."""
+    """Whether checks are offered: commands may be contained, bubblewrap builds the layout and
+    installs the seccomp filter (without it a vsock to the hypervisor would be open), and the
+    policy lets the model read the user's home anyway (freely, or once the user approves). A
+    check reads the system directories
+    and the interpreter's installation as well as the workspace, which is more than a
+    workspace-only policy (``sandbox.workspace_only``) lets the model read."""
     home = ctx.policy.home
     readable = (*ctx.policy.read_roots, *ctx.policy.ask_read_roots)
     if ctx.contain_commands is False or home is None or not within(home, readable):
         return False
     bwrap = find_bwrap()
-    return bwrap is not None and bwrap_works(bwrap)
+    return bwrap is not None and bwrap_works(bwrap) and seccomp_works(bwrap)
 
 
 def run_python(ctx: ToolContext, args: Args) -> str:
@@ -165,13 +171,22 @@ def run_read_only(
             "use run_command, which asks the user."
         )
     read_only = dataclasses.replace(ctx.policy, write_roots=())
-    env = scrubbed_environment(os.environ)
+    python = project_python(os.environ, ctx.workspace)
+    home = ctx.policy.home or Path.home()
+    plan = plan_mounts(read_only, ctx.workspace, needs=runtime_dirs(Path(python), home))
+    if not plan.complete:
+        # Credential stores below where the scan stopped would be readable: fail closed.
+        raise ToolError(
+            f"checks cannot run here: the workspace has more than {SCAN_DIRS} directories "
+            "(or took too long to scan), so credential stores deep in it could not all be "
+            "hidden. Use run_command, which asks the user."
+        )
+    env = contained_environment(os.environ, plan.home)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    argv = [project_python(os.environ, ctx.workspace), *arguments]
-    plan = plan_mounts(read_only, ctx.workspace)
     binds = [arg for source, target in over for arg in ("--ro-bind", str(source), str(target))]
     plan = dataclasses.replace(plan, mounts=[*plan.mounts, *binds])
-    return run_contained(bwrap, plan, ctx.workspace, argv, timeout, env=env)
+    argv = [python, *arguments]
+    return run_contained(bwrap, plan, ctx.workspace, argv, timeout, env=env, limits=CHECK)
 
 
 RUN_PYTHON = BuiltinTool(

@@ -1,22 +1,25 @@
 """run_command: a shell command, always approved first, contained by bubblewrap where it works.
 
 Inside bwrap (:mod:`rune.tools.containment` says exactly what it sees) there is no network and
-no UNIX socket to a host service, credential stores and Rune's own files are hidden, the
-environment is scrubbed of secrets, the filesystem is read-only except the workspace and a
-size-capped private TMPDIR, every ``.git`` is read-only except what a commit in the top-level
-repository needs, protected files are re-bound read-only, and a new PID namespace dies with
-Rune. A protected name that does not exist yet cannot be masked without creating it on the
-real disk, so Rune scans the workspace after the command and reports what it created (git
-control files created in the top ``.git`` are removed). Without bwrap the preview says plainly
-that the command runs with the user's full rights, and it runs under a child-subreaper
-supervisor (:mod:`rune.tools.reaper`), so that nothing it starts, ``setsid`` children
-included, outlives it. Either way the command runs in the workspace, in its own process group,
-and a timeout kills it and everything it started.
+no socket but IP and netlink; nothing of the host but the system directories, the workspace,
+the interpreters it needs and what the user's config adds (home is private and empty); the
+environment is an allow-list; the filesystem is read-only except the workspace and a
+size-capped private /tmp; every ``.git`` is read-only except what a commit in the top-level
+repository needs, protected files are re-bound read-only, resource limits apply
+(:mod:`rune.tools.run_limits`), and a new PID namespace dies with Rune. A protected name that
+does not exist yet cannot be masked without creating it on the real disk, so Rune scans the
+workspace after the command and reports what it created (git control files created in the top
+``.git`` are removed). Without bwrap the preview says plainly that the command runs with the
+user's full rights, and it runs under a child-subreaper supervisor (:mod:`rune.tools.reaper`),
+so that nothing it starts, ``setsid`` children included, outlives it. Either way the command
+runs in the workspace, in its own process group, and a timeout kills it and everything it
+started.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import selectors
@@ -33,9 +36,25 @@ from rune.errors import CommandFailed, ToolError, ToolInputError
 from rune.messages import thaw
 from rune.stop import stop_requested
 from rune.tools.base import Args, BuiltinTool, ToolContext, integer_arg, object_schema, string_arg
-from rune.tools.containment import Plan, after_run, describe, plan_mounts, scrubbed_environment
+from rune.tools.containment import (
+    Plan,
+    after_run,
+    base_mounts,
+    contained_environment,
+    describe,
+    plan_mounts,
+)
 from rune.tools.display import escape_hidden, for_display, hidden_note
 from rune.tools.interpreter import project_environment
+from rune.tools.run_limits import (
+    COMMAND,
+    Limits,
+    launcher,
+    limits_hit,
+    open_cgroup,
+    process_limit_report,
+)
+from rune.tools.runtime_dirs import runtime_dirs
 from rune.tools.seccomp import filter_fd
 from rune.tools.spec import PreparedChange, ToolSpec
 
@@ -61,7 +80,7 @@ def find_bwrap() -> str | None:
 def sandbox_probe(bwrap: str) -> str | None:
     """Why ``bwrap`` cannot build the sandbox here (user namespaces may be disabled), or None
     when it can: the same flags a command gets, around ``true``."""
-    probe = [bwrap, *_isolation_flags(), *_BASE_MOUNTS, "--", "true"]
+    probe = [bwrap, *_isolation_flags(), *base_mounts(), "--", "true"]
     try:
         done = subprocess.run(probe, capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as err:
@@ -85,11 +104,11 @@ def containment_report() -> tuple[bool, str]:
     if problem:
         return False, problem
     sockets = (
-        "UNIX sockets to host services blocked by seccomp"
+        "only IP and netlink sockets (seccomp)"
         if seccomp_works(bwrap)
-        else "no seccomp filter here: host socket directories are only hidden"
+        else "no seccomp filter here: UNIX sockets are not blocked"
     )
-    return True, f"{bwrap} works; {sockets}"
+    return True, f"{bwrap} works; {sockets}; {process_limit_report()}"
 
 
 def containment(ctx: ToolContext) -> str | None:
@@ -107,11 +126,6 @@ def containment(ctx: ToolContext) -> str | None:
     return None
 
 
-# Order matters: mounts apply in sequence, and /dev and /proc must come after the root bind,
-# or the host's (nodev) view of /dev covers the fresh one.
-_BASE_MOUNTS = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc")
-
-
 @functools.cache
 def seccomp_works(bwrap: str) -> bool:
     """Whether ``bwrap`` installs Rune's seccomp filter here (it needs a filter for this
@@ -119,7 +133,7 @@ def seccomp_works(bwrap: str) -> bool:
     fd = filter_fd()
     if fd is None:
         return False
-    probe = [bwrap, *_isolation_flags(), *_BASE_MOUNTS, "--seccomp", str(fd), "--", "true"]
+    probe = [bwrap, *_isolation_flags(), *base_mounts(), "--seccomp", str(fd), "--", "true"]
     try:
         done = subprocess.run(probe, capture_output=True, timeout=10, check=False, pass_fds=(fd,))
     except (OSError, subprocess.TimeoutExpired):
@@ -154,7 +168,7 @@ def bwrap_argv(
     """The bwrap prefix for a command: isolation, base mounts, the plan's mounts, the
     seccomp filter. ``network`` keeps the host's network (MCP servers the user's config lets
     reach it); ``seccomp_fd`` may be a placeholder a launcher replaces (``rune.tools.mcp``)."""
-    argv = [bwrap, *_isolation_flags(network), *_BASE_MOUNTS, *plan.mounts]
+    argv = [bwrap, *_isolation_flags(network), *base_mounts(), *plan.mounts]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
     return [*argv, "--chdir", str(workspace), "--"]
@@ -172,6 +186,8 @@ class Outcome:
     total: int
     #: the user stopped the turn (``rune.stop``) while it ran: it was killed
     stopped: bool = False
+    #: the resource limits a contained run hit (rune.tools.run_limits), as phrases
+    limits_hit: tuple[str, ...] = ()
 
 
 class _CappedOutput:
@@ -297,6 +313,8 @@ def format_outcome(outcome: Outcome, timeout: float) -> str:
         status = "[stopped by the user; it and everything it started were killed]"
     else:
         status = f"[exit code {outcome.exit_code}]"
+    if outcome.limits_hit:
+        status += f"\n[it hit the sandbox's limit on {', '.join(outcome.limits_hit)}]"
     return "\n".join(p for p in (text or "(no output)", hidden_note(hidden), status) if p)
 
 
@@ -323,7 +341,8 @@ def _preview(ctx: ToolContext, command: str, timeout: int, bwrap: str | None) ->
         lines.append(hidden_note(hidden))
     lines.append(f"in {for_display(str(ctx.workspace))}, timeout {timeout} s")
     if bwrap is not None:
-        lines.append(describe(seccomp_works(bwrap)))
+        plan = plan_mounts(ctx.policy, ctx.workspace, needs=command_needs(ctx))
+        lines.append(describe(seccomp_works(bwrap), COMMAND.describe(), plan.reads, plan.complete))
     else:
         lines.append(
             "NOT contained: bubblewrap is not available, so this command runs with your full "
@@ -370,9 +389,21 @@ def run_approved(ctx: ToolContext, change: PreparedChange) -> tuple[Outcome, lis
         env = project_environment(os.environ, ctx.workspace)
         outcome = run_captured(argv, ctx.workspace, timeout, env=env, supervise=True)
         return outcome, []
-    plan = plan_mounts(ctx.policy, ctx.workspace)
-    outcome = run_contained(bwrap, plan, ctx.workspace, argv, timeout)
+    plan = plan_mounts(ctx.policy, ctx.workspace, needs=command_needs(ctx))
+    outcome = run_contained(bwrap, plan, ctx.workspace, argv, timeout, limits=COMMAND)
     return outcome, after_run(plan, ctx.policy, ctx.workspace)
+
+
+def command_needs(ctx: ToolContext) -> list[Path]:
+    """What an approved command's Python needs bound (:mod:`rune.tools.runtime_dirs`): the
+    project's ``.venv``, the active ``VIRTUAL_ENV`` and the interpreter Rune runs on (with its
+    environment: ``sys.executable`` works), each with its base installation."""
+    home = ctx.policy.home or Path.home()
+    pythons = [ctx.workspace / ".venv" / "bin" / "python", Path(sys.executable)]
+    active = os.environ.get("VIRTUAL_ENV")
+    if active:
+        pythons.append(Path(active) / "bin" / "python")
+    return [d for python in pythons if python.exists() for d in runtime_dirs(python, home)]
 
 
 def run_contained(
@@ -382,24 +413,35 @@ def run_contained(
     argv: list[str],
     timeout: float,
     *,
+    limits: Limits,
     env: Mapping[str, str] | None = None,
 ) -> Outcome:
-    """``argv`` inside bubblewrap with ``plan``'s mounts, the seccomp filter where it works, and
-    the scrubbed environment (or ``env``, which the caller scrubbed), with the project's
-    interpreter on its ``PATH`` and not Rune's (:mod:`rune.tools.interpreter`)."""
-    env = project_environment(scrubbed_environment(os.environ) if env is None else env, workspace)
+    """``argv`` inside bubblewrap with ``plan``'s mounts, the seccomp filter where it works,
+    ``limits``, and the allow-listed environment with the private home (or ``env``), with the
+    project's interpreter on its ``PATH`` and not Rune's (:mod:`rune.tools.interpreter`)."""
+    env = project_environment(
+        contained_environment(os.environ, plan.home) if env is None else env, workspace
+    )
     seccomp_fd = filter_fd() if seccomp_works(bwrap) else None
+    cgroup = open_cgroup(limits)
     try:
-        return run_captured(
-            [*bwrap_argv(bwrap, plan, workspace, seccomp_fd), *argv],
+        sandboxed = [*bwrap_argv(bwrap, plan, workspace, seccomp_fd), *argv]
+        outcome = run_captured(
+            launcher(limits, None if cgroup is None else cgroup.path, sandboxed),
             workspace,
             timeout,
             env=env,
             pass_fds=() if seccomp_fd is None else (seccomp_fd,),
         )
+        text = (outcome.head + outcome.tail).decode("utf-8", "replace")
+        forks = cgroup is not None and cgroup.hit()
+        hit = limits_hit(limits, text, outcome.exit_code, forks)
+        return dataclasses.replace(outcome, limits_hit=tuple(hit))
     finally:
         if seccomp_fd is not None:
             os.close(seccomp_fd)
+        if cgroup is not None:
+            cgroup.remove()
 
 
 def apply_command(ctx: ToolContext, change: PreparedChange) -> str:

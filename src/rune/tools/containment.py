@@ -1,33 +1,40 @@
-"""What a command contained by bubblewrap can see, reach and change.
+"""What a contained run (a command, a check, an MCP server) can see, reach and change.
 
-The mount namespace is built in this order (bwrap applies its options in sequence):
+Deny by default: nothing of the host is there unless it is bound back. bubblewrap builds the
+mount namespace in this order (it applies its options in sequence):
 
-1. the whole host read-only (``--ro-bind / /``), a fresh ``/dev`` and ``/proc``, a new PID,
-   IPC and network namespace (no network, not even the host's loopback; abstract UNIX
-   sockets are per network namespace, so the host's are out of reach too);
-2. a private ``TMPDIR`` (a tmpfs of :data:`TMP_SIZE`) and a capped ``/dev/shm``;
-3. the host's socket directories hidden under empty read-only tmpfs: ``/run`` (and so
-   ``/var/run``), ``$XDG_RUNTIME_DIR``, ``/tmp/.X11-unix`` and the other X11/ICE dirs, tmux's
-   and ssh-agent's directories in ``/tmp``; socket files at the top of ``/tmp`` are masked;
-4. the workspace, writable;
+1. the system directories read-only (:data:`SYSTEM_DIRS`: ``/usr``, ``/bin``, ``/lib*``,
+   ``/etc``, ``/opt``; a merged-/usr symlink stays a symlink), a fresh ``/dev`` and ``/proc``,
+   new PID, IPC and network namespaces (no network, not even the host's loopback);
+2. a private ``/tmp`` (a tmpfs of :data:`TMP_SIZE`, also the ``TMPDIR``; ``/var/tmp`` points
+   there), a capped ``/dev/shm``, and a private, empty home directory (a tmpfs of
+   :data:`HOME_SIZE`). ``/mnt``, ``/media``, ``/srv``, ``/run`` (so ``/run/user``), ``/var``,
+   ``/home`` and every other top-level directory do not exist;
+3. bound back read-only: what the run's programs need (:mod:`rune.tools.runtime_dirs`: the
+   interpreter, its virtual environment and base installation, wherever they lie), the
+   directories and files of the user's own ``sandbox.contained_reads``, and the credential
+   stores the user let Rune read (``sandbox.allow_credentials``);
+4. the workspace, writable for an approved command, read-only for a check;
 5. inside it, found at any depth (:func:`scan_workspace`): every ``.git`` below the top
    read-only as a whole (nested repositories, vendored or submodule checkouts); in the top
    ``.git`` only what a commit needs stays writable (``objects``, ``refs``, ``logs``, the
    index and the other files at its top), while ``config``, ``config.worktree``,
    ``commondir``, ``hooks``, ``info``, ``objects/info``, ``modules`` and ``worktrees`` are
    read-only; every other protected name (rc files, IDE and agent config) read-only;
-6. masked: every credential store of the read-deny list (:data:`rune.tools.names.CREDENTIALS`)
-   in the home directory and in the workspace, Rune's own configuration and data, and the
-   host's password hashes and SSH host keys: a directory becomes an empty read-only tmpfs, a
-   file ``/dev/null``; stores the user let Rune read (``sandbox.allow_credentials``) are bound
-   back read-only;
-7. a seccomp filter (:mod:`rune.tools.seccomp`) refuses ``socket(AF_UNIX, ...)`` (so no
-   ``connect`` to a host socket wherever its file lies) and io_uring.
+6. masked inside what is bound: every credential store of the read-deny list in the
+   workspace, Rune's own configuration and data, what of ``/etc`` holds secrets
+   (:data:`SYSTEM_SECRETS`, the SSH host keys), and index configuration at the top of an
+   interpreter's installation (:data:`PREFIX_SECRETS`): a directory becomes an empty
+   read-only tmpfs, a file ``/dev/null``;
+7. a seccomp filter (:mod:`rune.tools.seccomp`) lets ``socket`` create only IP and netlink
+   sockets (no UNIX socket to a host service, no vsock to a hypervisor) and refuses io_uring;
+8. resource limits (:mod:`rune.tools.run_limits`).
 
-The environment is scrubbed (:func:`scrubbed_environment`). A protected name that does not
-exist cannot be masked without creating it on the real disk, so the workspace is scanned again
-after the command: new protected paths are reported, and git control entries created in the
-top ``.git`` (``commondir``, ``config.worktree``, ``hooks``, ``modules``, ``worktrees``,
+No scan of home decides what is hidden: what is not bound does not exist. The environment is
+an allow-list (:func:`contained_environment`). A protected name that does not exist cannot be
+masked without creating it on the real disk, so the workspace is scanned again after a
+writable run: new protected paths are reported, and git control entries created in the top
+``.git`` (``commondir``, ``config.worktree``, ``hooks``, ``modules``, ``worktrees``,
 ``objects/info/alternates``) are removed, since git would obey them outside the sandbox.
 """
 
@@ -39,25 +46,35 @@ import os
 import shutil
 import stat
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rune.tools.names import CREDENTIALS, RUNE_OWN
 from rune.tools.sandbox import SandboxPolicy, within
 
-#: the size of the private TMPDIR
+#: the size of the private /tmp (the TMPDIR)
 TMP_SIZE = 512 * 1024 * 1024
+#: the size of the private home directory
+HOME_SIZE = 64 * 1024 * 1024
 #: the size of /dev/shm
 SHM_SIZE = 64 * 1024 * 1024
-#: the private, writable scratch directory of a contained command (its TMPDIR)
-SCRATCH_DIR = "/var/tmp"
+#: the private, writable scratch directory of a contained run (its TMPDIR)
+SCRATCH_DIR = "/tmp"
+#: the host directories every contained run sees, read-only (when they exist)
+SYSTEM_DIRS = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/opt",
+)
 #: how much of the workspace the scan may look at, and for how long
 SCAN_DIRS = 50_000
 SCAN_SECONDS = 3.0
-#: how far below home credential stores are looked for (~/.local/share/fish/fish_history)
-HOME_SCAN_DEPTH = 4
-HOME_SCAN_DIRS = 3000
 MAX_BINDS = 2048
 
 #: in the top-level .git: read-only when present (git obeys them; a commit writes none of them)
@@ -83,13 +100,65 @@ TOP_GIT_REMOVED_IF_CREATED = (
     "objects/info/http-alternates",
 )
 
-#: host files that hold secrets whatever the user's home
-SYSTEM_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-")
+#: what of /etc holds secrets (password hashes, private keys, cluster and VPN credentials,
+#: package indexes with tokens, variables set for every login); no program a run starts needs it
+SYSTEM_SECRETS = (
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssl/private",
+    "/etc/NetworkManager/system-connections",
+    "/etc/wireguard",
+    "/etc/openvpn",
+    "/etc/ipsec.secrets",
+    "/etc/ppp",
+    "/etc/krb5.keytab",
+    "/etc/letsencrypt",
+    "/etc/kubernetes",
+    "/etc/rancher",
+    "/etc/docker",
+    "/etc/pip.conf",
+    "/etc/environment",
+)
+#: at the top of an interpreter's installation or environment: configuration that may hold
+#: an index URL with a token (pip reads ``$VIRTUAL_ENV/pip.conf``, conda its ``.condarc``)
+PREFIX_SECRETS = ("pip.conf", ".condarc", "condarc", ".netrc", ".pypirc")
 SSH_HOST_KEYS = "/etc/ssh"
 
 # --- the environment ---------------------------------------------------------------------------
 
-#: a variable whose name holds one of these words is removed
+#: the variables a contained run keeps; every other one is dropped
+ENVIRONMENT_KEPT = frozenset(
+    {
+        "PATH",
+        "LANG",
+        "LANGUAGE",
+        "TERM",
+        "COLORTERM",
+        "NO_COLOR",
+        "FORCE_COLOR",
+        "COLUMNS",
+        "LINES",
+        "TZ",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "VIRTUAL_ENV",
+        "SOURCE_DATE_EPOCH",
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+    }
+)
+#: ... and these families
+ENVIRONMENT_KEPT_PREFIXES = ("LC_", "PYTHON")
+#: dropped although a family above holds them: Python runs this file at every start
+ENVIRONMENT_DROPPED = frozenset({"PYTHONSTARTUP"})
+#: a kept name holding one of these words is dropped all the same (``PYTHON_API_TOKEN``)
 SECRET_WORDS = (
     "KEY",
     "SECRET",
@@ -102,68 +171,34 @@ SECRET_WORDS = (
     "COOKIE",
     "PRIVATE",
 )
-#: these are removed too: they point at host services (agents, buses, displays, daemons)
-HOST_SERVICE_VARIABLES = frozenset(
-    {
-        "SSH_AUTH_SOCK",
-        "SSH_AGENT_PID",
-        "GPG_AGENT_INFO",
-        "DBUS_SESSION_BUS_ADDRESS",
-        "DBUS_SYSTEM_BUS_ADDRESS",
-        "DOCKER_HOST",
-        "CONTAINER_HOST",
-        "XDG_RUNTIME_DIR",
-        "DISPLAY",
-        "WAYLAND_DISPLAY",
-        "XAUTHORITY",
-        "SESSION_MANAGER",
-        "PULSE_SERVER",
-        "KRB5CCNAME",
-        "TMUX",
-        "TMUX_PANE",
-        "STY",
-        "KITTY_LISTEN_ON",
-        "NVIM",
-        "NVIM_LISTEN_ADDRESS",
-        "MYSQL_PWD",
-        "SSH_ASKPASS",
-        "GIT_ASKPASS",
-        "SUDO_ASKPASS",
-        "VSCODE_IPC_HOOK_CLI",
-        "VSCODE_GIT_IPC_HANDLE",
-    }
-)
-#: ... as are these families: Rune's own settings, cloud SDKs, proxies (there is no network)
-SECRET_PREFIXES = ("RUNE_", "AWS_", "AZURE_", "GOOGLE_", "GCLOUD_", "CLOUDSDK_", "VAULT_")
-SECRET_SUFFIXES = ("_PROXY",)
-#: kept although a word above is in their name: they hold no secret
-ENVIRONMENT_ALLOW_LIST = frozenset(
-    {
-        "GIT_AUTHOR_NAME",
-        "GIT_AUTHOR_EMAIL",
-        "GIT_AUTHOR_DATE",
-        "TOKENIZERS_PARALLELISM",
-        "KEYTIMEOUT",
-    }
-)
 
 
-def scrubbed_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """``environ`` without what a contained command must not see (the names are matched
-    upper-cased)."""
+def contained_environment(environ: Mapping[str, str], home: Path) -> dict[str, str]:
+    """The environment of a contained run: the allow-list of :data:`ENVIRONMENT_KEPT` and
+    :data:`ENVIRONMENT_KEPT_PREFIXES` taken from ``environ``, ``HOME`` set to ``home`` (the
+    private one) and ``TMPDIR`` to the private scratch directory."""
     kept: dict[str, str] = {}
     for name, value in environ.items():
         upper = name.upper()
-        if upper not in ENVIRONMENT_ALLOW_LIST and (
-            upper in HOST_SERVICE_VARIABLES
-            or any(word in upper for word in SECRET_WORDS)
-            or upper.startswith(SECRET_PREFIXES)
-            or upper.endswith(SECRET_SUFFIXES)
-        ):
+        if name != upper or upper in ENVIRONMENT_DROPPED:
             continue
-        kept[name] = value
+        if upper in ENVIRONMENT_KEPT or (
+            upper.startswith(ENVIRONMENT_KEPT_PREFIXES)
+            and not any(word in upper for word in SECRET_WORDS)
+        ):
+            kept[name] = value
+    kept["HOME"] = str(home)
     kept["TMPDIR"] = SCRATCH_DIR
     return kept
+
+
+def environment_report() -> str:
+    """The allow-list in one line (for ``rune doctor``)."""
+    names = sorted(ENVIRONMENT_KEPT - {"PATH"})
+    return (
+        f"contained runs keep PATH, HOME (private), TMPDIR, {', '.join(names)}, LC_*, PYTHON* "
+        f"(not {', '.join(sorted(ENVIRONMENT_DROPPED))}); all else is dropped"
+    )
 
 
 # --- scanning ------------------------------------------------------------------------------------
@@ -201,7 +236,11 @@ def scan_workspace(workspace: Path, policy: SandboxPolicy) -> Scan:
                 entries = list(scan)
         except OSError:
             continue
-        for entry in entries:
+        for n, entry in enumerate(entries):
+            # One directory may hold a hundred thousand entries: the deadline holds in it too.
+            if n % 256 == 255 and time.monotonic() > deadline:
+                found.complete = False
+                return found
             path = Path(entry.path)
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
@@ -219,84 +258,6 @@ def scan_workspace(workspace: Path, policy: SandboxPolicy) -> Scan:
             elif is_dir:
                 queue.append(path)
     return found
-
-
-#: not walked when looking for credential stores in home: big, and none of them holds one
-HOME_SCAN_SKIPPED = frozenset(
-    {".cache", "node_modules", ".git", ".venv", "venv", ".npm", ".cargo/registry"}
-)
-
-
-def home_secrets(home: Path, workspace: Path, policy: SandboxPolicy) -> Scan:
-    """Credential stores and Rune's own files below ``home`` (the workspace has its own scan,
-    :func:`scan_workspace`): every store the lists name at a fixed place, then a breadth-first
-    walk down to :data:`HOME_SCAN_DEPTH` levels for names that may lie anywhere (histories)."""
-    found = Scan()
-    candidates = [home / name for name in CREDENTIALS.names]
-    for seq in (*CREDENTIALS.sequences, *RUNE_OWN.sequences):
-        # (an entry ending in "*" names every channel: .config/google-chrome-beta)
-        candidates += sorted(home.glob(seq)) if seq.endswith("*") else [home / seq]
-    seen: set[Path] = set()
-
-    def take(path: Path) -> None:
-        if path in seen or path == workspace:
-            return
-        seen.add(path)
-        if policy.credential_hit(path, reading=True) is not None:
-            found.secrets.append(path)
-        else:
-            found.allowed.append(path)
-
-    for path in candidates:
-        if os.path.lexists(path):
-            take(path)
-    queue: collections.deque[tuple[Path, int]] = collections.deque([(home, 1)])
-    visited = 0
-    while queue and visited < HOME_SCAN_DIRS:
-        here, depth = queue.popleft()
-        visited += 1
-        try:
-            with os.scandir(here) as scan:
-                entries = list(scan)
-        except OSError:
-            continue
-        for entry in entries:
-            path = Path(entry.path)
-            if path == workspace or path in seen:
-                continue
-            relative = path.relative_to(home)
-            if CREDENTIALS.match(relative) is not None or RUNE_OWN.match(relative) is not None:
-                take(path)
-                continue
-            if entry.name in HOME_SCAN_SKIPPED or relative.as_posix() in HOME_SCAN_SKIPPED:
-                continue
-            with contextlib.suppress(OSError):
-                if depth < HOME_SCAN_DEPTH and entry.is_dir(follow_symlinks=False):
-                    queue.append((path, depth + 1))
-    found.complete = not queue
-    return found
-
-
-def _host_socket_places(workspace: Path) -> list[Path]:
-    """Directories (and /tmp socket files) through which host services are reached."""
-    uid = os.getuid()
-    places = [Path("/run"), Path("/var/run")]
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime:
-        places.append(Path(runtime))
-    tmp = Path("/tmp")
-    places += [tmp / name for name in (".X11-unix", ".ICE-unix", ".XIM-unix", ".font-unix")]
-    places.append(tmp / f"tmux-{uid}")
-    agent = os.environ.get("SSH_AUTH_SOCK")
-    if agent:
-        places.append(Path(agent))
-    with contextlib.suppress(OSError), os.scandir(tmp) as scan:
-        for entry in scan:
-            with contextlib.suppress(OSError):
-                mode = entry.stat(follow_symlinks=False).st_mode
-                if stat.S_ISSOCK(mode) or (entry.name.startswith("ssh-") and entry.is_dir()):
-                    places.append(Path(entry.path))
-    return places
 
 
 def _system_secrets() -> list[Path]:
@@ -321,6 +282,10 @@ class Plan:
     watch_git: list[Path]
     complete: bool
     dropped_binds: int = 0
+    #: the private home directory
+    home: Path = Path("/")
+    #: what was bound back read-only beyond the system and the workspace
+    reads: list[Path] = field(default_factory=list)
 
 
 def _real(path: Path) -> Path | None:
@@ -337,6 +302,12 @@ def _is_dir(path: Path) -> bool:
         return False
 
 
+def _top_entries(directory: Path) -> list[Path]:
+    with contextlib.suppress(OSError), os.scandir(directory) as scan:
+        return [Path(entry.path) for entry in scan]
+    return []
+
+
 def _cover(path: Path) -> list[str]:
     """Options that hide ``path``: an empty tmpfs over a directory (made read-only later, by
     :func:`_seal`), ``/dev/null`` over anything else."""
@@ -349,25 +320,59 @@ def _seal(path: Path) -> list[str]:
     return ["--remount-ro", str(path)] if _is_dir(path) else []
 
 
-def plan_mounts(policy: SandboxPolicy, workspace: Path) -> Plan:
-    """The bwrap options after the base mounts (see the module docstring), for ``workspace``."""
+def _system_mounts() -> list[str]:
+    """The system directories, read-only; a symlink (merged /usr) stays a symlink."""
+    mounts: list[str] = []
+    for name in SYSTEM_DIRS:
+        with contextlib.suppress(OSError):
+            if os.path.islink(name):
+                mounts += ["--symlink", os.readlink(name), name]
+            elif os.path.isdir(name):
+                mounts += ["--ro-bind", name, name]
+    return mounts
+
+
+def base_mounts() -> list[str]:
+    """What every contained run sees of the host, and the fresh ``/dev`` and ``/proc`` (after
+    the binds, or a bound ``/dev`` would cover the fresh one)."""
+    return [*_system_mounts(), "--dev", "/dev", "--proc", "/proc"]
+
+
+def plan_mounts(policy: SandboxPolicy, workspace: Path, *, needs: Sequence[Path] = ()) -> Plan:
+    """The bwrap options after :func:`base_mounts` (see the module docstring) for a run in
+    ``workspace`` whose programs need ``needs`` (bound read-only)."""
+    home = policy.home or Path(os.path.expanduser("~"))
     mounts = ["--size", str(SHM_SIZE), "--tmpfs", "/dev/shm"]
-    mounts += ["--size", str(TMP_SIZE), "--tmpfs", SCRATCH_DIR]
-
-    def usable(path: Path) -> Path | None:
-        real = _real(path)
-        # Never over the workspace, or a directory that holds it: that would hide it.
-        if real is None or real == Path("/") or within(workspace, (real,)):
-            return None
-        return real
-
-    hidden: dict[Path, None] = {}
-    for place in _host_socket_places(workspace):
-        real = usable(place)
-        if real is not None and not within(real, list(hidden)):
-            hidden[real] = None
-    for place in hidden:
-        mounts += _cover(place) + _seal(place)
+    mounts += [
+        "--size",
+        str(TMP_SIZE),
+        "--tmpfs",
+        SCRATCH_DIR,
+        "--symlink",
+        SCRATCH_DIR,
+        "/var/tmp",
+    ]
+    if home != Path("/"):
+        mounts += ["--size", str(HOME_SIZE), "--tmpfs", str(home)]
+    system = [Path(d) for d in SYSTEM_DIRS]
+    bound: dict[Path, None] = dict.fromkeys(system)
+    reads: list[Path] = []
+    for path in [*needs, *policy.contained_reads, *policy.allow_credentials]:
+        # A symlink among the needs is a hop on the way to an interpreter: its target is bound
+        # at its own path (rune.tools.runtime_dirs.runtime_dirs); anything else by its real path.
+        real = path if os.path.islink(path) and path in needs else _real(path)
+        if real is not None and real != Path("/") and not within(real, list(bound)):
+            bound[real] = None
+            reads.append(real)
+            mounts += ["--ro-bind", str(real), str(real)]
+    bound[workspace] = None
+    prefix_secrets = [
+        entry
+        for need in needs
+        if _is_dir(need)
+        for entry in _top_entries(need)
+        if entry.name in PREFIX_SECRETS or policy.credential_hit(entry, reading=True) is not None
+    ]
 
     writable = within(workspace, policy.write_roots) and workspace.is_dir()
     # Secrets in the workspace are hidden whether or not it is writable: a read-only check
@@ -380,6 +385,8 @@ def plan_mounts(policy: SandboxPolicy, workspace: Path) -> Plan:
             # A mount point cannot be renamed or removed: the command cannot move the
             # repository's .git aside (with its read-only parts) and put a new one in its place.
             mounts += ["--bind", str(top_git), str(top_git)]
+    elif workspace.is_dir():
+        mounts += ["--ro-bind", str(workspace), str(workspace)]
     binds: dict[Path, None] = {}
     for path in scan.protected:
         real = _real(path) if os.path.lexists(path) else None
@@ -394,12 +401,17 @@ def plan_mounts(policy: SandboxPolicy, workspace: Path) -> Plan:
         else []
     )
 
-    home = policy.home or Path(os.path.expanduser("~"))
-    at_home = home_secrets(home, workspace, policy)
     masks: dict[Path, None] = {}
-    for path in [*at_home.secrets, *scan.secrets, *policy.protected_paths, *_system_secrets()]:
-        real = usable(path)
-        if real is not None and not within(real, [*hidden, *masks]):
+    for path in [*scan.secrets, *prefix_secrets, *policy.protected_paths, *_system_secrets()]:
+        real = _real(path)
+        # Only inside what is bound (elsewhere it does not exist), and never over the
+        # workspace or a directory that holds it: that would hide it.
+        if (
+            real is not None
+            and within(real, list(bound))
+            and not within(workspace, (real,))
+            and not within(real, list(masks))
+        ):
             masks[real] = None
     for path in masks:
         mounts += _cover(path)
@@ -411,7 +423,7 @@ def plan_mounts(policy: SandboxPolicy, workspace: Path) -> Plan:
         mounts += _seal(path)
     mounts += ["--remount-ro", "/dev"]
     before = _identities([*scan.protected, *scan.secrets])
-    return Plan(mounts, before, watch_git, scan.complete, dropped)
+    return Plan(mounts, before, watch_git, scan.complete, dropped, home, reads)
 
 
 def _identities(paths: list[Path]) -> dict[Path, tuple[int, int]]:
@@ -489,16 +501,28 @@ def after_run(plan: Plan, policy: SandboxPolicy, workspace: Path) -> list[str]:
     return notes
 
 
-def describe(seccomp: bool) -> str:
-    """The one line an approval says about a contained command."""
+def describe(seccomp: bool, limits: str, reads: Sequence[Path], complete: bool = True) -> str:
+    """What an approval says about a contained command: what it sees, reaches and may use."""
     sockets = (
-        "no UNIX socket to host services (seccomp)"
+        "no sockets but IP and netlink (seccomp), so no host service or hypervisor socket"
         if seccomp
-        else "host service sockets hidden (no seccomp here, so only their directories)"
+        else "NO seccomp filter here, so UNIX sockets inside what it sees and vsock to a "
+        "hypervisor are reachable"
     )
-    return (
-        f"Contained (bubblewrap): no network, {sockets}; credential stores, ~/.ssh, ~/.gnupg and "
-        "Rune's files hidden, secret-looking environment variables removed; writes only in the "
-        f"workspace and a {TMP_SIZE // (1024 * 1024)} MiB TMPDIR; every .git read-only except "
-        "what a commit needs, protected files read-only."
-    )
+    shown = ", ".join(str(p) for p in reads) or "nothing"
+    lines = [
+        f"Contained (bubblewrap): no network, {sockets}. It sees only the system directories "
+        f"({', '.join(d for d in SYSTEM_DIRS if os.path.lexists(d))}, without their secrets), "
+        "the workspace and, read-only: "
+        f"{shown}. Home is private and empty (add read-only paths with "
+        "sandbox.contained_reads in your user config, e.g. ~/.cache/pip); no environment "
+        "variable beyond the allow-list (`rune doctor`).",
+        f"Writes only in the workspace and a {TMP_SIZE // (1024 * 1024)} MiB /tmp; every .git "
+        f"read-only except what a commit needs, protected files read-only. Limits: {limits}.",
+    ]
+    if not complete:
+        lines.append(
+            f"WARNING: the workspace has more than {SCAN_DIRS} directories; credential stores "
+            "and protected names deeper than the scan reached are NOT hidden or read-only."
+        )
+    return "\n".join(lines)

@@ -56,10 +56,25 @@ def project_environment(
 
 
 def project_python(environ: Mapping[str, str], workspace: Path) -> str:
-    """The Python a command in the workspace gets for ``python3``: the project's ``.venv``,
-    else the first on the project's ``PATH`` (never Rune's own, unless there is no other)."""
+    """The Python a check in the workspace runs with: the project's ``.venv``, else the first
+    on the project's ``PATH`` that is a program, not a script (never Rune's own, unless there
+    is no other). A version manager's shim (pyenv, asdf) is a script that needs the manager's
+    whole tree, which a contained run does not see (:mod:`rune.tools.runtime_dirs`)."""
     path = project_environment(environ, workspace)["PATH"]
-    return shutil.which("python3", path=path) or shutil.which("python", path=path) or sys.executable
+    for name in ("python3", "python"):
+        for directory in path.split(os.pathsep):
+            found = shutil.which(name, path=directory) if directory else None
+            if found is not None and not _is_script(Path(found)):
+                return found
+    return sys.executable
+
+
+def _is_script(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(2) == b"#!"
+    except OSError:
+        return True
 
 
 def _same(a: Path, b: Path) -> bool:

@@ -87,6 +87,9 @@ class SandboxPolicy:
     protected_paths: Sequence[Path] = field(default_factory=_rune_own_dirs)
     home: Path | None = None
     allow_credentials: Sequence[Path] = ()
+    #: what a contained run (a command, a check, an MCP server) may read besides the system,
+    #: the workspace and its interpreter (``sandbox.contained_reads``; rune.tools.containment)
+    contained_reads: Sequence[Path] = ()
     _blocked_folded: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _protected_folded: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _home_protected: tuple[Path, ...] = field(init=False, repr=False, compare=False)
@@ -108,6 +111,7 @@ class SandboxPolicy:
         object.__setattr__(self, "_home_protected", _lexical_and_resolved(at_home))
         allowed = _lexical_and_resolved(self.allow_credentials)
         object.__setattr__(self, "allow_credentials", allowed)
+        object.__setattr__(self, "contained_reads", tuple(Path(p) for p in self.contained_reads))
 
     @classmethod
     def default(cls, home: str | os.PathLike[str] | None = None) -> SandboxPolicy:

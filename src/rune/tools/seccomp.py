@@ -1,13 +1,18 @@
-"""The seccomp filter of a contained command: no UNIX sockets, no io_uring.
+"""The seccomp filter of a contained run: sockets of allowed families only; no io_uring, no keyring.
 
-A UNIX socket on a read-only mount can still be connected to, and a socket file may lie
-anywhere (``/tmp/.X11-unix``, ``~/.docker/run``, a temp dir). So instead of chasing socket
-files, the filter makes ``socket(AF_UNIX, ...)`` fail with ``EACCES``: nothing in the sandbox
-can open a connection to a host service (docker, the D-Bus session bus, an ssh-agent, a
-database), wherever its socket lies. ``socketpair`` stays allowed (pipes between a command's
-own processes); IP sockets are already useless in the empty network namespace. io_uring, which
-can create sockets without the ``socket`` system call, fails with ``ENOSYS`` (programs fall
-back to ordinary I/O).
+A UNIX socket on a read-only mount can still be connected to, a socket file may lie anywhere,
+and some families ignore the network namespace altogether: ``AF_VSOCK`` reaches the
+hypervisor of a VM (CID 2 answered from inside the old sandbox), ``AF_BLUETOOTH`` the radio.
+So the filter lets ``socket`` create only the families in :data:`ALLOWED_FAMILIES`: IP (useless
+in the empty network namespace, but programs probe it) and netlink (``getaddrinfo`` and
+``getifaddrs`` ask the kernel about interfaces through it). Every other family, ``AF_UNIX``
+included, fails with ``EAFNOSUPPORT``, as on a kernel without it, so programs take their
+fallback path. ``socketpair`` stays allowed: it makes a connected pair between a run's own
+processes (asyncio, multiprocessing pipes) and reaches nothing else. io_uring, which can create
+sockets without the ``socket`` system call, fails with ``ENOSYS`` (programs fall back to
+ordinary I/O), and so does the kernel keyring (``keyctl``, ``add_key``, ``request_key``): no
+namespace separates it, so a run would read the keys of the session that started Rune
+(Kerberos tickets in a ``KEYRING:`` cache, tokens a tool stored there).
 
 The filter is a small classic-BPF program, assembled here (no libseccomp needed) for x86-64
 and AArch64, and handed to bubblewrap with ``--seccomp FD``. A system call made through another
@@ -35,16 +40,23 @@ _ERRNO = 0x00050000
 _KILL_PROCESS = 0x80000000
 _X32_BIT = 0x40000000
 AF_UNIX = 1
+AF_INET = 2
+AF_INET6 = 10
+AF_NETLINK = 16
+#: the only families ``socket`` may create
+ALLOWED_FAMILIES = (AF_INET, AF_INET6, AF_NETLINK)
 
 
 def _arch() -> tuple[int, int, tuple[int, ...], bool] | None:
-    """(AUDIT_ARCH value, socket's number, io_uring's numbers, has x32) for this machine."""
+    """(AUDIT_ARCH value, socket's number, the numbers refused with ENOSYS, has x32) for this
+    machine. Refused: io_uring (setup, enter, register) and the kernel keyring (add_key,
+    request_key, keyctl)."""
     machine = platform.machine().lower()
     io_uring = (425, 426, 427)
     if machine in ("x86_64", "amd64"):
-        return 0xC000003E, 41, io_uring, True
+        return 0xC000003E, 41, (*io_uring, 248, 249, 250), True
     if machine in ("aarch64", "arm64"):
-        return 0xC00000B7, 198, io_uring, False
+        return 0xC00000B7, 198, (*io_uring, 217, 218, 219), False
     return None
 
 
@@ -58,8 +70,8 @@ def filter_program() -> bytes | None:
     arch = _arch()
     if arch is None:
         return None
-    audit_arch, socket_nr, io_uring, x32 = arch
-    # Straight-line program with jumps to the three returns at its end.
+    audit_arch, socket_nr, refused, x32 = arch
+    # Straight-line program with jumps to the returns at its end.
     body: list[tuple[int, int, str | None, str | None]] = [
         (_LD_W_ABS, _ARCH, None, None),
         (_JEQ_K, audit_arch, None, "kill"),
@@ -67,16 +79,14 @@ def filter_program() -> bytes | None:
     ]
     if x32:
         body.append((_JGE_K, _X32_BIT, "kill", None))
-    for number in io_uring:
+    for number in refused:
         body.append((_JEQ_K, number, "enosys", None))
-    body += [
-        (_JEQ_K, socket_nr, None, "allow"),
-        (_LD_W_ABS, _ARG0_LOW, None, None),
-        (_JEQ_K, AF_UNIX, "eacces", "allow"),
-    ]
+    body += [(_JEQ_K, socket_nr, None, "allow"), (_LD_W_ABS, _ARG0_LOW, None, None)]
+    body += [(_JEQ_K, family, "allow", None) for family in ALLOWED_FAMILIES]
+    body.append((_JGE_K, 0, "eafnosupport", None))  # always true: the fall-through refuses
     returns = {
         "allow": _ALLOW,
-        "eacces": _ERRNO | errno.EACCES,
+        "eafnosupport": _ERRNO | errno.EAFNOSUPPORT,
         "enosys": _ERRNO | errno.ENOSYS,
         "kill": _KILL_PROCESS,
     }

@@ -5,14 +5,16 @@ background thread, where each server's session lives in its own task from start 
 SDK's transports must be entered and left in one task). A call from the loop is a coroutine
 scheduled on that thread and waited for with the server's ``call_timeout``.
 
-A stdio server starts with the environment scrubbed as for commands
-(:func:`rune.tools.containment.scrubbed_environment`; the ``env`` of its config is added on
+A stdio server starts with the allow-listed environment of commands
+(:func:`rune.tools.containment.contained_environment`; the ``env`` of its config is added on
 top, since the user wrote it) and, where bubblewrap works, inside the same sandbox commands get
-(:func:`rune.tools.commands.bwrap_argv`): no network unless ``network = true``; the host
-read-only, credential stores and Rune's files hidden; its ``cwd`` writable only with
-``writable = true``. Its stderr goes to a temporary file, whose last lines explain a failed
-start. Every server is stopped with the manager (``close``): the SDK closes its stdin, then
-terminates its process group; inside bubblewrap the PID namespace dies with it.
+(:func:`rune.tools.commands.bwrap_argv`, with the limits of an approved command): no network
+unless ``network = true``; only the system directories, its ``cwd``, its own program's
+installation (:mod:`rune.tools.runtime_dirs`) and ``sandbox.contained_reads`` visible, home
+private and empty; its ``cwd`` writable only with ``writable = true``. Its stderr goes to a
+temporary file, whose last lines explain a failed start. Every server is stopped with the
+manager (``close``): the SDK closes its stdin, then terminates its process group;
+inside bubblewrap the PID namespace dies with it.
 
 Faults stay local: a server that fails to start is listed as failed and offers no tools; a
 crash, a timeout, an error result or content Rune cannot read is a :class:`McpError` (a tool
@@ -27,6 +29,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -41,9 +44,11 @@ from rune.errors import McpError, ToolError
 from rune.text import escape_hidden, hidden_note, visible
 from rune.tools.base import ToolContext
 from rune.tools.commands import bwrap_argv, containment, seccomp_works
-from rune.tools.containment import plan_mounts, scrubbed_environment
+from rune.tools.containment import contained_environment, plan_mounts
 from rune.tools.mcp.launch import PLACEHOLDER
 from rune.tools.mcp.listing import McpTool, accept_tools
+from rune.tools.run_limits import COMMAND, launcher
+from rune.tools.runtime_dirs import runtime_dirs
 from rune.tools.sandbox import SandboxPolicy
 
 State = Literal["starting", "ready", "failed", "crashed", "stopped"]
@@ -101,6 +106,17 @@ class _Connection:
     session: Any = None
     future: concurrent.futures.Future[None] | None = None
     log: IO[bytes] | None = None
+
+
+def _server_needs(config: McpServerConfig, path: str | None, home: Path) -> list[Path]:
+    """What a contained server needs bound: its program and every absolute path to an existing
+    file among its arguments (the user's config names them: ``python /opt/srv/server.py``),
+    each with its interpreter's installation (:func:`rune.tools.runtime_dirs.runtime_dirs`)."""
+    assert config.command is not None
+    program = shutil.which(config.command, path=path)
+    named = [Path(program)] if program else []
+    named += [Path(a) for a in config.args if os.path.isabs(a) and os.path.isfile(a)]
+    return [needed for file in named for needed in runtime_dirs(file, home)]
 
 
 class McpManager:
@@ -270,7 +286,8 @@ class McpManager:
         assert config.command is not None
         cwd = Path(os.path.realpath(config.cwd or self.workspace))
         argv = [config.command, *config.args]
-        env = scrubbed_environment(os.environ)
+        home = self.policy.home or Path.home()
+        env = contained_environment(os.environ, home)
         bwrap = containment(ToolContext(self.policy, cwd, config.contained))
         connection.status.contained = bwrap is not None
         if bwrap is None:
@@ -279,11 +296,12 @@ class McpManager:
                 env["TMPDIR"] = os.environ["TMPDIR"]
         else:
             policy = replace(self.policy, write_roots=[cwd] if config.writable else [])
-            plan = plan_mounts(policy, cwd)
+            plan = plan_mounts(policy, cwd, needs=_server_needs(config, env.get("PATH"), home))
             seccomp = PLACEHOLDER if seccomp_works(bwrap) else None
             argv = [*bwrap_argv(bwrap, plan, cwd, seccomp, network=config.network), *argv]
             if seccomp is not None:
                 argv = [sys.executable, "-I", "-m", "rune.tools.mcp.launch", *argv]
+            argv = launcher(COMMAND, None, argv)
         env.update(config.env)
         return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=cwd)
 

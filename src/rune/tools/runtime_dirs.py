@@ -1,0 +1,164 @@
+"""Which directories a program needs to run inside a contained run's layout.
+
+A contained run sees no home directory and binds back only what it needs
+(:mod:`rune.tools.containment`). A Python interpreter needs more than its binary: its
+standard library, its shared library, and, for a virtual environment, the environment and
+the installation it was made from, which often lie under home (pyenv, conda, uv, a venv next
+to the project). They are found statically, never by running the interpreter outside the
+sandbox: a project's ``.venv`` is the model's to change (a ``.pth`` file runs code at start).
+
+Only an environment is bound whole: a virtual environment (``pyvenv.cfg``) or a conda
+environment (``conda-meta``), which hold one environment and nothing else, and never home, a
+directory holding it, ``~/.local`` or another directory under home that other programs share
+(:data:`SHARED_UNDER_HOME`). Of any other installation (a pyenv or uv Python, a ``--prefix``
+install into a shared directory) only the Python parts are bound: ``lib/pythonX.Y``,
+``lib/libpython*``, ``include/pythonX.Y`` and the interpreter binary itself.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+#: directories under home that are shared by many programs: never bound whole
+SHARED_UNDER_HOME = (".local", ".local/share", ".local/lib", ".config", ".cache", "bin")
+#: the longest chain of symlinks followed from an executable
+MAX_LINKS = 16
+
+
+def _real(path: Path) -> Path | None:
+    try:
+        return Path(os.path.realpath(path, strict=True))
+    except OSError:
+        return None
+
+
+def _link_chain(executable: Path) -> list[Path]:
+    """``executable`` and every path its symlinks pass through, each absolute
+    (``.venv/bin/python -> python3 -> /opt/py/bin/python3.11``)."""
+    chain = [executable]
+    current = executable
+    for _ in range(MAX_LINKS):
+        try:
+            target = os.readlink(current)
+        except OSError:
+            break
+        current = Path(os.path.normpath(current.parent / target))
+        chain.append(current)
+    return chain
+
+
+def _pyvenv_home(venv: Path) -> Path | None:
+    """The ``home =`` directory of ``venv/pyvenv.cfg`` (the base interpreter's ``bin``)."""
+    try:
+        text = (venv / "pyvenv.cfg").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines()[:50]:
+        key, sep, value = line.partition("=")
+        if sep and key.strip().lower() == "home" and value.strip():
+            return Path(value.strip())
+    return None
+
+
+def _is_installation(prefix: Path) -> bool:
+    """Whether ``prefix`` holds a Python installation (a venv, or a standard library)."""
+    if (prefix / "pyvenv.cfg").is_file():
+        return True
+    try:
+        return any((lib / "os.py").is_file() for lib in (prefix / "lib").glob("python3*"))
+    except OSError:
+        return False
+
+
+def dedicated(path: Path, home: Path) -> bool:
+    """Whether ``path`` may be bound whole: not ``/``, not home or a directory above it, not
+    one of the directories under home that other programs share (:data:`SHARED_UNDER_HOME`)."""
+    if path == Path("/") or home.is_relative_to(path):
+        return False
+    return not any(path == home / shared for shared in SHARED_UNDER_HOME)
+
+
+def _environment(prefix: Path, home: Path) -> bool:
+    """Whether ``prefix`` is an environment of its own, bound whole."""
+    own = (prefix / "pyvenv.cfg").is_file() or (prefix / "conda-meta").is_dir()
+    return own and dedicated(prefix, home)
+
+
+def _python_parts(prefix: Path) -> list[Path]:
+    """The Python-specific parts of an installation that is not an environment of its own."""
+    try:
+        found = [
+            *(prefix / "lib").glob("python3*"),
+            *(prefix / "lib").glob("libpython3*"),
+            *(prefix / "include").glob("python3*"),
+        ]
+    except OSError:
+        return []
+    return sorted(p for p in found if os.path.lexists(p))
+
+
+def _shebang(path: Path) -> Path | None:
+    """The interpreter a script names with an absolute ``#!`` path (``#!/usr/bin/env X``
+    names ``env``, which is a system program)."""
+    try:
+        with path.open("rb") as handle:
+            line = handle.readline(4096)
+    except OSError:
+        return None
+    if not line.startswith(b"#!"):
+        return None
+    words = line[2:].decode("utf-8", "replace").split()
+    return Path(words[0]) if words and words[0].startswith("/") else None
+
+
+def runtime_dirs(executable: Path, home: Path, *, script: bool = True) -> list[Path]:
+    """What ``executable`` (a path, as the run will name it) needs bound to start: the virtual
+    environment any hop of its symlinks lies in and that environment's base installation, and
+    the installation its real file belongs to, with the real file itself. An environment comes
+    whole; of another installation only its Python parts. Existing paths, real (resolved),
+    except the symlinks on the way to the real file that lie outside all of those: they come
+    last, as named, for a bind of their target at their own path (``bin/python3`` ->
+    ``python3.11`` in a pyenv version, of which only the real binary is bound). For a
+    ``script`` (an entry point in a venv's ``bin``) the same for the interpreter its ``#!``
+    names."""
+    found: list[Path] = []
+    prefixes: list[Path] = []
+    chain = _link_chain(executable)
+    for hop in chain:
+        venv = hop.parent.parent
+        if (venv / "pyvenv.cfg").is_file():
+            prefixes.append(venv)
+            base = _pyvenv_home(venv)
+            if base is not None:
+                prefixes.append(base.parent)
+    real = _real(executable)
+    if real is not None:
+        prefixes.append(real.parent.parent)
+    for prefix in prefixes:
+        real_prefix = _real(prefix)
+        if real_prefix is None or not _is_installation(real_prefix):
+            continue
+        if _environment(real_prefix, home):
+            found.append(real_prefix)
+        else:
+            found += _python_parts(real_prefix)
+    found = _unique_real(found)
+    if real is not None and not any(real.is_relative_to(d) for d in found):
+        found.append(real)
+    hops = [hop for hop in chain[:-1] if not any(hop.is_relative_to(d) for d in found)]
+    found += [hop for hop in hops if _real(hop) == real]
+    interpreter = _shebang(real) if script and real is not None else None
+    if interpreter is not None:
+        found += [p for p in runtime_dirs(interpreter, home, script=False) if p not in found]
+    return found
+
+
+def _unique_real(paths: Iterable[Path]) -> list[Path]:
+    seen: dict[Path, None] = {}
+    for path in paths:
+        real = _real(path)
+        if real is not None:
+            seen.setdefault(real, None)
+    return list(seen)

@@ -1,0 +1,428 @@
+"""What runs without approval sees only what it needs (issue #23, items 1-4).
+
+Each attack was reproduced on the code before (bubblewrap and the seccomp filter active): the
+host was bound read-only and secrets hidden by name, so a check printed a credential store 5
+levels below home, every store of a home with more than 3,000 directories, a store outside
+home and secrets in variables whose names missed the word list; ``socket(AF_VSOCK)``
+succeeded; a check touched 3 GiB, forked hundreds of processes and wrote a 100 MiB file.
+Now home is private and empty, nothing outside the system directories, the workspace and the
+interpreter is there, the environment is an allow-list, only IP and netlink sockets can be
+made, and a check runs under limits it reports. Real bwrap, real processes; home is a temp
+directory. The last section attacks the new layout itself.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from rune.errors import ToolError
+from rune.tool_executor import SandboxPolicy, ToolExecutor
+
+pytestmark = pytest.mark.bwrap
+SECRET = "SECRET-3f9a"
+
+
+def plant(path: Path, text: str = SECRET) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{text}:{path.name}\n")
+    return path
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    (home / "proj").mkdir(parents=True)
+    (home / "proj" / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+def executor(home: Path) -> ToolExecutor:
+    """The ``rune`` command's policy: read home and /tmp, write the workspace."""
+    ws = home / "proj"
+    policy = SandboxPolicy(read_roots=[home, Path("/tmp"), ws], write_roots=[ws], home=home)
+    return ToolExecutor(policy, ws)
+
+
+def check(home: Path, code: str) -> str:
+    """The report of a ``run_python`` check, passed or failed."""
+    try:
+        return executor(home).run("run_python", {"code": code})
+    except ToolError as err:
+        return str(err)
+
+
+def command(home: Path, line: str) -> str:
+    ex = executor(home)
+    return ex.apply(ex.prepare("run_command", {"command": line}))
+
+
+#: prints every file below each directory of ``ROOTS`` (a Python list literal put in its place)
+WALK = (
+    "import os\n"
+    "for top in ROOTS:\n"
+    "  for d, _, fs in os.walk(top):\n"
+    "    for f in fs:\n"
+    "      try: print(open(os.path.join(d, f), errors='replace').read(200))\n"
+    "      except OSError as e: print(type(e).__name__)\n"
+    "assert 1"
+)
+
+
+#: prints each of ``paths`` (a Python list literal), or the error reading it
+READ = (
+    "for p in {paths!r}:\n"
+    "  try: print(p, open(p).read())\n"
+    "  except OSError as e: print(p, type(e).__name__)\n"
+    "assert 1"
+)
+
+
+def walk(*roots: str) -> str:
+    return WALK.replace("ROOTS", repr(list(roots)))
+
+
+# --- reads --------------------------------------------------------------------------------------
+
+
+def test_a_credential_store_deep_below_home_is_not_there(home: Path) -> None:
+    plant(home / "backup/2023/laptop/home/.ssh/id_ed25519")
+    plant(home / "work/clients/acme/infra/.aws/credentials")
+    out = check(home, walk(str(home)))
+    assert SECRET not in out, out
+    assert "[exit code 0]" in out
+    out = command(home, f"cat {home}/backup/2023/laptop/home/.ssh/id_ed25519")
+    assert SECRET not in out and "No such file or directory" in out
+    listed = command(home, f"ls -A {home}")
+    assert listed.split("\n")[0] == "proj", listed  # home holds the workspace, nothing else
+
+
+def test_a_10000_directory_home_and_a_store_outside_home(home: Path, tmp_path: Path) -> None:
+    rng = random.Random(23)
+    dirs = []
+    for n in range(10_000):
+        parent = rng.choice(dirs) if dirs and rng.random() < 0.7 else home
+        path = parent / f"d{n}"
+        path.mkdir()
+        dirs.append(path)
+    deep = plant(rng.choice(dirs[-2000:]) / ".aws" / "credentials")
+    plant(home / "snap/firefox/common/.mozilla/firefox/p.default/logins.json")
+    plant(home / ".local/share/fish/fish_history")
+    # Standing for a WSL drive (/mnt/c/Users/NAME): a directory outside home that is not the
+    # workspace.
+    outside = plant(tmp_path / "mnt-c/Users/ada/.aws/credentials")
+    plant(tmp_path / "mnt-c/Users/ada/.ssh/id_rsa")
+    out = check(home, walk(str(home), str(tmp_path / "mnt-c"), "/proc/self/root" + str(home)))
+    assert SECRET not in out, out
+    direct = f"print(open({str(deep)!r}).read())\nprint(open({str(outside)!r}).read())\nassert 1"
+    out = check(home, direct)
+    assert SECRET not in out and "FileNotFoundError" in out, out
+
+
+def test_the_environment_is_an_allow_list(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    leaks = {
+        "GITHUB_PAT": "ghp_SECRET1",
+        "DATABASE_URL": "postgres://app:SECRET2@db/app",
+        "PIP_INDEX_URL": "https://__token__:SECRET3@pypi.example/simple",
+        "CI_JOB_JWT": "eyJSECRET4",
+        "GIT_CONFIG_KEY_0": "http.extraHeader",
+        "GIT_CONFIG_VALUE_0": "Authorization: Bearer SECRET5",
+        "SENTRY_DSN": "https://SECRET6@sentry.example/1",
+        "PYTHONSTARTUP": str(plant(home / ".pythonrc", "print('SECRET7')")),
+        "XDG_CONFIG_HOME": str(home / ".config-SECRET8"),
+    }
+    for name, value in leaks.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("PYTHONHASHSEED", "7")
+    code = "import os\nprint(dict(os.environ))\nprint(open('/proc/1/environ').read())\nassert 1"
+    out = check(home, code)
+    assert "SECRET" not in out, out
+    assert "'LANG': 'C.UTF-8'" in out and "'PYTHONHASHSEED': '7'" in out
+    assert f"'HOME': '{home}'" in out
+    out = command(home, "env; cat /proc/1/environ | tr '\\0' '\\n'")
+    assert "SECRET" not in out and "LANG=C.UTF-8" in out, out
+
+
+@pytest.mark.seccomp
+def test_only_ip_and_netlink_sockets_can_be_made(home: Path) -> None:
+    families = {"UNIX": 1, "INET": 2, "INET6": 10, "NETLINK": 16, "PACKET": 17, "BLUETOOTH": 31}
+    families |= {"TIPC": 30, "VSOCK": 40, "ALG": 38, "CAN": 29, "XDP": 44}
+    code = (
+        "import socket\n"
+        f"for name, f in {families!r}.items():\n"
+        "  try: socket.socket(f, socket.SOCK_DGRAM if f != 16 else socket.SOCK_RAW); r = 'ok'\n"
+        "  except OSError as e: r = e.errno\n"
+        "  print(name, r)\n"
+        "assert 1"
+    )
+    out = check(home, code)
+    got = dict(line.split() for line in out.splitlines() if line.split()[0] in families)
+    assert got.pop("INET") == "ok" and got.pop("INET6") == "ok" and got.pop("NETLINK") == "ok"
+    assert set(got.values()) == {"97"}, out  # EAFNOSUPPORT for every other family
+    vsock = f"{sys.executable} -c 'import socket; socket.socket(40, socket.SOCK_STREAM)'"
+    assert "Address family not supported" in command(home, vsock)
+
+
+# --- limits ---------------------------------------------------------------------------------
+
+
+def test_a_check_that_touches_3_gib_hits_the_memory_limit(home: Path) -> None:
+    with pytest.raises(ToolError) as failed:
+        executor(home).run("run_python", {"code": "b = bytearray(3 * 1024**3)\nassert b"})
+    assert "MemoryError" in str(failed.value)
+    assert "it hit the sandbox's limit on memory (2 GiB address space)" in str(failed.value)
+
+
+def test_a_check_that_forks_300_processes_hits_the_process_limit(home: Path) -> None:
+    from rune.tools.run_limits import process_limit_report
+
+    if "no process limit" in process_limit_report():
+        pytest.skip(f"no process limit can be enforced here: {process_limit_report()}")
+    code = (
+        "import os, time\n"
+        "for _ in range(300):\n"
+        "  if os.fork() == 0:\n"
+        "    time.sleep(3); os._exit(0)\n"
+        "assert 1"
+    )
+    with pytest.raises(ToolError) as failed:
+        executor(home).run("run_python", {"code": code})
+    assert "it hit the sandbox's limit on processes (64)" in str(failed.value), failed.value
+
+
+def test_a_check_that_writes_100_mib_hits_the_file_size_limit(home: Path) -> None:
+    code = "open('/tmp/big', 'wb').write(b'x' * 100 * 1024**2)\nassert 1"
+    with pytest.raises(ToolError) as failed:
+        executor(home).run("run_python", {"code": code})
+    assert "File too large" in str(failed.value)
+    assert "it hit the sandbox's limit on file size (64 MiB)" in str(failed.value)
+
+
+def test_an_approved_command_runs_under_the_looser_limits(home: Path) -> None:
+    out = command(home, "ulimit -v; ulimit -f; ulimit -c")
+    kib = 16 * 1024 * 1024
+    assert out.split("\n")[:3] == [str(kib), str(8 * 1024 * 1024), "0"], out
+
+
+# --- the new layout, attacked --------------------------------------------------------------
+
+
+def test_symlinks_in_the_workspace_lead_nowhere(home: Path, tmp_path: Path) -> None:
+    ws = home / "proj"
+    key = plant(home / "plans/diary.txt")
+    outside = plant(tmp_path / "elsewhere/token.txt")
+    (ws / "key").symlink_to(key)
+    (ws / "out").symlink_to(outside.parent)
+    (ws / "up").symlink_to(home)
+    (ws / "root").symlink_to("/proc/self/root")
+    code = walk("out", "up", f"root{home}") + "\nprint(open('key').read())"
+    out = check(home, code)
+    assert SECRET not in out, out
+
+
+def test_proc_shows_only_the_sandbox(home: Path) -> None:
+    code = (
+        "import os\n"
+        "pids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+        "print(len(pids), open('/proc/1/cmdline').read()[:40])\n"
+        "print(os.listdir('/'))\n"
+        "assert 1"
+    )
+    out = check(home, code)
+    count = int(out.split()[0])
+    assert count < 6, out  # bwrap's init, the check and nothing of the host
+    for gone in ("'home'", "'mnt'", "'media'", "'srv'", "'run'", "'sys'"):
+        if not str(home).startswith(f"/{gone[1:-1]}/"):
+            assert gone not in out, out
+
+
+def test_the_hosts_tmp_is_not_there(home: Path) -> None:
+    ticket = plant(Path("/tmp") / f"krb5cc_rune_test_{uuid.uuid4().hex}")
+    try:
+        out = check(home, f"print(open({str(ticket)!r}).read())\nassert 1")
+    finally:
+        ticket.unlink()
+    assert SECRET not in out and "FileNotFoundError" in out, out
+
+
+def test_a_forged_pyvenv_cfg_cannot_bind_a_secret_directory(home: Path) -> None:
+    """The project's .venv is the model's: its ``home =`` may name any directory. Only a
+    Python installation is bound, and home or a directory above it only in its Python parts."""
+    ws = home / "proj"
+    plant(home / "plans/diary.txt")
+    (home / "plans/bin").mkdir()
+    (home / "lib").mkdir()
+    # home looks like a --prefix install (its lib/python3.X holds a standard library)
+    (home / "lib" / Path(os.__file__).parent.name).symlink_to(Path(os.__file__).parent)
+    venv = ws / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin/python").symlink_to(os.path.realpath(sys.executable))
+    for forged in (home / "plans/bin", home / "bin"):
+        (venv / "pyvenv.cfg").write_text(f"home = {forged}\n")
+        out = check(home, walk(str(home)))
+        assert SECRET not in out and "[exit code 0]" in out, out
+
+
+def test_a_venv_that_is_a_symlink_to_home_binds_nothing_of_it(home: Path) -> None:
+    ws = home / "proj"
+    plant(home / "plans/diary.txt")
+    (home / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (home / "bin").mkdir()
+    (home / "bin/python").symlink_to(os.path.realpath(sys.executable))
+    (ws / ".venv").symlink_to(home)
+    out = check(home, walk(str(home)))
+    assert SECRET not in out, out
+
+
+def test_the_repairs_trials_see_the_same_layout(home: Path, tmp_path: Path) -> None:
+    from rune.tools import checks
+
+    plant(home / "backup/2023/laptop/home/.ssh/id_ed25519")
+    plant(tmp_path / "mnt-c/Users/ada/.aws/credentials")
+    ex = executor(home)
+    calc = home / "proj" / "calc.py"
+    code = walk(str(home), str(tmp_path / "mnt-c")) + "\nimport calc\nassert calc.add(2, 3) == 5"
+    trial = checks.try_with(ex._ctx, {"code": code}, {calc: b"def add(a, b): return 5\n"})
+    assert trial.passed and SECRET not in trial.report, trial.report
+
+
+def test_a_project_file_cannot_add_contained_reads(tmp_path: Path) -> None:
+    from rune.config import load
+
+    ws = tmp_path / "ws"
+    (ws / ".rune").mkdir(parents=True)
+    (ws / ".rune/config.toml").write_text('[sandbox]\ncontained_reads = ["~"]\n')
+    user_file = tmp_path / "user.toml"
+    user_file.write_text("")
+    loaded = load({"workspace": str(ws)}, env={}, user_file=user_file)
+    assert loaded.settings.sandbox_contained_reads == ()
+    assert any("contained_reads" in note for note in loaded.refused)
+
+
+def test_the_users_contained_reads_are_bound_read_only(home: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "pip-cache"
+    plant(cache / "wheel.txt", "CACHED")
+    ws = home / "proj"
+    policy = SandboxPolicy(
+        read_roots=[home, ws], write_roots=[ws], home=home, contained_reads=[cache]
+    )
+    ex = ToolExecutor(policy, ws)
+    out = ex.apply(
+        ex.prepare("run_command", {"command": f"cat {cache}/wheel.txt; touch {cache}/new"})
+    )
+    assert "CACHED" in out and "Read-only file system" in out, out
+    assert str(cache) in ex.prepare("run_command", {"command": "true"}).preview
+
+
+def test_a_pytest_run_in_a_project_still_works(home: Path) -> None:
+    ws = home / "proj"
+    (ws / "test_calc.py").write_text(
+        "from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    )
+    pytest = f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {sys.executable} -m pytest -q -p no:cacheprovider"
+    out = command(home, f"{pytest} test_calc.py")
+    assert "1 passed" in out, out
+
+
+#: run in a child process: join a new session keyring (so the test's key never reaches the
+#: session that started the suite), add a key holding SECRET, then run a check that reads it
+KEYRING_PROBE = """
+import ctypes, platform, sys
+from pathlib import Path
+from rune.errors import ToolError
+from rune.tool_executor import SandboxPolicy, ToolExecutor
+
+arm = platform.machine().lower() in ("aarch64", "arm64")
+ADD_KEY, KEYCTL = (217, 219) if arm else (248, 250)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+assert libc.syscall(KEYCTL, 1, None) > 0  # KEYCTL_JOIN_SESSION_KEYRING, anonymous
+payload = sys.argv[3].encode()
+key = libc.syscall(ADD_KEY, b"user", b"rune-probe", payload, len(payload), -3)
+assert key > 0, ctypes.get_errno()
+home, ws = Path(sys.argv[1]), Path(sys.argv[2])
+policy = SandboxPolicy(read_roots=[home, ws], write_roots=[ws], home=home)
+code = (
+    "import ctypes\\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\\n"
+    "buf = ctypes.create_string_buffer(200)\\n"
+    f"n = libc.syscall({KEYCTL}, 11, {key}, buf, 200)\\n"
+    "print('read', n, ctypes.get_errno(), buf.raw[:max(n, 0)])\\n"
+    "assert 1"
+)
+try:
+    print(ToolExecutor(policy, ws).run("run_python", {"code": code}))
+except ToolError as err:
+    print(err)
+"""
+
+
+@pytest.mark.seccomp
+def test_the_kernel_keyring_of_the_session_is_out_of_reach(home: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", KEYRING_PROBE, str(home), str(home / "proj"), SECRET],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert SECRET not in done.stdout, done.stdout
+    assert "read -1 38" in done.stdout, done.stdout  # ENOSYS: as on a kernel without keys
+
+
+def test_an_environments_index_configuration_is_masked(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A venv outside the workspace is bound whole; the pip.conf pip reads from it (an index
+    URL with a token) is not."""
+    venv = tmp_path / "venvs" / "app"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    plant(venv / "pip.conf", "[global]\nindex-url = https://u:SECRET@pypi.example/simple")
+    monkeypatch.setenv("PATH", f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    code = READ.format(paths=[str(venv / "pip.conf")]) + "\nimport sys\nprint(sys.prefix)"
+    out = check(home, code)
+    assert str(venv) in out and SECRET not in out and "[exit code 0]" in out, out
+
+
+def test_the_secrets_of_etc_read_empty(home: Path) -> None:
+    from rune.tools.containment import SYSTEM_SECRETS
+
+    present = [p for p in SYSTEM_SECRETS if os.path.isfile(p)]
+    if not present:
+        pytest.skip("none of the /etc secret files exists on this machine")
+    out = check(home, READ.format(paths=present))
+    assert all(f"{p} PermissionError" in out for p in present), out
+
+
+def test_a_check_cannot_raise_its_own_limits(home: Path) -> None:
+    code = (
+        "import resource as r\n"
+        "for n in ('AS', 'NPROC', 'FSIZE', 'CORE'):\n"
+        "  try: r.setrlimit(getattr(r, 'RLIMIT_' + n), (-1, -1)); print(n, 'raised')\n"
+        "  except (ValueError, OSError): print(n, 'refused')\n"
+        "assert 1"
+    )
+    out = check(home, code)
+    assert out.count("refused") == 4 and "raised" not in out, out
+
+
+def test_a_check_in_a_workspace_too_big_to_scan_is_refused(home: Path) -> None:
+    """Credential stores below where the scan stopped would not be masked: fail closed."""
+    from rune.tools.containment import SCAN_DIRS
+
+    big = home / "proj" / "many"
+    big.mkdir()
+    for n in range(SCAN_DIRS + 1):
+        os.mkdir(big / str(n))
+    plant(big / str(SCAN_DIRS) / ".aws" / "credentials")
+    with pytest.raises(ToolError, match="more than 50000 directories") as refused:
+        executor(home).run("run_python", {"code": walk(str(big)) + "\nassert 1"})
+    assert SECRET not in str(refused.value)

@@ -1,0 +1,194 @@
+"""The parts of a contained run's layout and limits that need no sandbox: which directories an
+interpreter needs (found without running it), the launcher that sets the limits, what a run's
+output says about the limit it hit, the sweep of cgroups a killed Rune left, and the seccomp
+filter's decisions on x86-64 and AArch64 (run by a small classic-BPF interpreter, so both
+machines are checked wherever the suite runs)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import platform
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rune.tools.run_limits import CHECK, COMMAND, _sweep, launcher, limits_hit
+from rune.tools.runtime_dirs import runtime_dirs
+from rune.tools.seccomp import filter_program
+
+
+def install(prefix: Path) -> Path:
+    """A stand-in Python installation: a standard library and a ``bin/python3.11``."""
+    (prefix / "lib/python3.11").mkdir(parents=True)
+    (prefix / "lib/python3.11/os.py").write_text("")
+    (prefix / "lib/libpython3.11.so.1.0").write_text("")
+    (prefix / "bin").mkdir()
+    binary = prefix / "bin/python3.11"
+    binary.write_text("")
+    (prefix / "share").mkdir()
+    return binary
+
+
+def venv(path: Path, base: Path) -> Path:
+    (path / "bin").mkdir(parents=True)
+    (path / "pyvenv.cfg").write_text(f"home = {base.parent}\nversion = 3.11.7\n")
+    (path / "bin/python").symlink_to(base)
+    return path / "bin/python"
+
+
+def test_a_venv_comes_whole_and_of_its_pyenv_base_only_the_python_parts(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    prefix = home / ".pyenv/versions/3.11.7"
+    base = install(prefix)
+    (prefix / "bin/python3").symlink_to("python3.11")
+    (prefix / "secrets.txt").write_text("not Python's\n")
+    python = venv(tmp_path / "ws/.venv", prefix / "bin/python3")
+    assert runtime_dirs(python, home) == [
+        tmp_path / "ws/.venv",
+        prefix / "lib/libpython3.11.so.1.0",
+        prefix / "lib/python3.11",
+        base,
+        prefix / "bin/python3",  # a hop on the way, bound (to its target) at its own path
+    ]
+
+
+def test_a_conda_environment_comes_whole(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = home / "miniconda3/envs/app"
+    binary = install(env)
+    (env / "conda-meta").mkdir()
+    assert runtime_dirs(binary, home) == [env]
+
+
+def test_a_shared_prefix_gives_only_its_python_parts(tmp_path: Path) -> None:
+    for n, where in enumerate((".local", "")):
+        home = tmp_path / str(n) / "home"
+        prefix = home / where if where else home
+        binary = install(prefix)
+        assert runtime_dirs(binary, home) == [
+            prefix / "lib/libpython3.11.so.1.0",
+            prefix / "lib/python3.11",
+            binary,
+        ], prefix
+
+
+def test_a_forged_pyvenv_home_that_is_no_installation_is_not_bound(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    base = install(tmp_path / "opt/py")
+    python = venv(tmp_path / "ws/.venv", base)
+    (home / ".aws/bin").mkdir(parents=True)
+    (tmp_path / "ws/.venv/pyvenv.cfg").write_text(f"home = {home / '.aws/bin'}\n")
+    parts = [tmp_path / "opt/py/lib/libpython3.11.so.1.0", tmp_path / "opt/py/lib/python3.11"]
+    assert runtime_dirs(python, home) == [tmp_path / "ws/.venv", *parts, base]
+
+
+def test_the_launcher_sets_every_limit_and_runs_the_command() -> None:
+    probe = (
+        "import resource as r; print(*(r.getrlimit(getattr(r, 'RLIMIT_' + n))[0] "
+        "for n in ('AS', 'FSIZE', 'CORE')))"
+    )
+    done = subprocess.run(
+        launcher(CHECK, None, [sys.executable, "-c", probe]),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == [str(CHECK.memory), str(CHECK.file_size), "0"]
+    missing = subprocess.run(
+        launcher(COMMAND, None, ["/nonexistent/program"]), capture_output=True, text=True
+    )
+    assert missing.returncode == 127 and "cannot start /nonexistent/program" in missing.stderr
+
+
+def test_the_limit_a_run_hit_is_named() -> None:
+    assert limits_hit(CHECK, "MemoryError\n", 1, False) == ["memory (2 GiB address space)"]
+    assert limits_hit(
+        CHECK, "BlockingIOError: [Errno 11] Resource temporarily unavailable", 1, False
+    ) == ["processes (64)"]
+    assert limits_hit(CHECK, "", 1, True) == ["processes (64)"]
+    assert limits_hit(CHECK, "", 128 + 25, False) == ["file size (64 MiB)"]
+    assert limits_hit(COMMAND, "OSError: [Errno 27] File too large", 1, False) == [
+        "file size (8 GiB)"
+    ]
+    assert limits_hit(CHECK, "AssertionError\n", 1, False) == []
+
+
+def test_the_sweep_removes_only_the_cgroups_of_a_dead_rune(tmp_path: Path) -> None:
+    dead = tmp_path / "rune-999999999-0"
+    alive = tmp_path / f"rune-{os.getpid()}-0"
+    other = tmp_path / "user.slice"
+    for path in (dead, alive, other):
+        path.mkdir()
+    _sweep(tmp_path)
+    assert not dead.exists() and alive.exists() and other.exists()
+
+
+# --- the seccomp filter, run by a classic-BPF interpreter for each architecture --------------
+
+
+def run_filter(program: bytes, arch: int, nr: int, arg0: int = 0) -> int:
+    """What the kernel would return for a system call: the filter run on its seccomp_data."""
+    data = struct.pack("=iIQ6Q", nr, arch, 0, arg0, 0, 0, 0, 0, 0)
+    insns = [struct.unpack("=HBBI", program[i : i + 8]) for i in range(0, len(program), 8)]
+    acc, pc = 0, 0
+    while True:
+        code, jt, jf, k = insns[pc]
+        if code == 0x20:  # BPF_LD | BPF_W | BPF_ABS
+            acc = struct.unpack_from("=I", data, k)[0]
+        elif code in (0x15, 0x35):  # BPF_JEQ / BPF_JGE, constant operand
+            taken = acc == k if code == 0x15 else acc >= k
+            pc += jt if taken else jf
+        elif code == 0x06:  # BPF_RET
+            return k
+        else:
+            raise AssertionError(f"unexpected opcode {code:#x}")
+        pc += 1
+
+
+ALLOW, KILL = 0x7FFF0000, 0x80000000
+ERRNO = 0x00050000
+
+
+@pytest.mark.parametrize(
+    ("machine", "arch", "socket_nr", "keyctl", "read_nr"),
+    [("x86_64", 0xC000003E, 41, 250, 0), ("aarch64", 0xC00000B7, 198, 219, 63)],
+)
+def test_the_filter_allows_only_ip_and_netlink_sockets_on_each_machine(
+    monkeypatch: pytest.MonkeyPatch,
+    machine: str,
+    arch: int,
+    socket_nr: int,
+    keyctl: int,
+    read_nr: int,
+) -> None:
+    monkeypatch.setattr(platform, "machine", lambda: machine)
+    program = filter_program()
+    assert program is not None
+    for family in (2, 10, 16):  # AF_INET, AF_INET6, AF_NETLINK
+        assert run_filter(program, arch, socket_nr, family) == ALLOW
+    for family in (1, 17, 29, 30, 31, 38, 40, 44, 0, 0xFFFFFFFF):
+        assert run_filter(program, arch, socket_nr, family) == ERRNO | errno.EAFNOSUPPORT
+    for refused in (425, 426, 427, keyctl):
+        assert run_filter(program, arch, refused) == ERRNO | errno.ENOSYS
+    assert run_filter(program, arch, read_nr) == ALLOW
+    assert run_filter(program, 0x40000003, socket_nr, 2) == KILL  # another ABI (i386)
+
+
+def test_an_entry_point_script_brings_its_interpreter(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    prefix = home / ".local/share/uv/python/cpython-3.11"
+    base = install(prefix)
+    tool = home / ".local/share/uv/tools/srv"
+    python = venv(tool, base)
+    script = tool / "bin/mcp-srv"
+    script.write_text(f"#!{python}\nfrom srv import main\nmain()\n")
+    assert runtime_dirs(script, home) == [
+        tool,
+        prefix / "lib/libpython3.11.so.1.0",
+        prefix / "lib/python3.11",
+        base,
+    ]
