@@ -60,8 +60,12 @@ def check(home: Path, code: str) -> str:
 
 
 def command(home: Path, line: str) -> str:
+    """The report of an approved ``run_command``, whatever its exit code."""
     ex = executor(home)
-    return ex.apply(ex.prepare("run_command", {"command": line}))
+    try:
+        return ex.apply(ex.prepare("run_command", {"command": line}))
+    except ToolError as err:
+        return str(err)
 
 
 #: prints every file below each directory of ``ROOTS`` (a Python list literal put in its place)
@@ -315,9 +319,11 @@ def test_the_users_contained_reads_are_bound_read_only(home: Path, tmp_path: Pat
         read_roots=[home, ws], write_roots=[ws], home=home, contained_reads=[cache]
     )
     ex = ToolExecutor(policy, ws)
-    out = ex.apply(
-        ex.prepare("run_command", {"command": f"cat {cache}/wheel.txt; touch {cache}/new"})
-    )
+    with pytest.raises(ToolError) as failed:  # touch fails, so the command does
+        ex.apply(
+            ex.prepare("run_command", {"command": f"cat {cache}/wheel.txt; touch {cache}/new"})
+        )
+    out = str(failed.value)
     assert "CACHED" in out and "Read-only file system" in out, out
     assert str(cache) in ex.prepare("run_command", {"command": "true"}).preview
 
