@@ -148,7 +148,7 @@ def test_the_environment_is_an_allow_list(home: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv("PYTHONHASHSEED", "7")
     code = "import os\nprint(dict(os.environ))\nprint(open('/proc/1/environ').read())\nassert 1"
     out = check(home, code)
-    assert "SECRET" not in out, out
+    assert "SECRET" not in out and "PYTHONSTARTUP" not in out, out
     assert "'LANG': 'C.UTF-8'" in out and "'PYTHONHASHSEED': '7'" in out
     assert f"'HOME': '{home}'" in out
     out = command(home, "env; cat /proc/1/environ | tr '\\0' '\\n'")
@@ -391,7 +391,7 @@ def test_an_environments_index_configuration_is_masked(
     URL with a token) is not."""
     venv = tmp_path / "venvs" / "app"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    plant(venv / "pip.conf", "[global]\nindex-url = https://u:SECRET@pypi.example/simple")
+    plant(venv / "pip.conf", f"[global]\nindex-url = https://u:{SECRET}@pypi.example/simple")
     monkeypatch.setenv("PATH", f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
     code = READ.format(paths=[str(venv / "pip.conf")]) + "\nimport sys\nprint(sys.prefix)"
     out = check(home, code)
