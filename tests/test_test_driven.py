@@ -170,7 +170,9 @@ def test_passing_tests_say_so_and_nothing_is_written(ws: Path) -> None:
     (ws / "calc" / "ops.py").write_text(FIXED)
     before = sorted(p.relative_to(ws).as_posix() for p in ws.rglob("*"))
     out = executor(ws).run("run_tests", {})
-    assert out.startswith("the tests pass:") and "2 passed" in out
+    # pytest where the project's interpreter has it, else unittest
+    assert out.startswith("the tests pass:")
+    assert "2 passed" in out or out.endswith("Ran 2 tests") or "Ran 2 tests in" in out
     assert sorted(p.relative_to(ws).as_posix() for p in ws.rglob("*")) == before
 
 
@@ -442,3 +444,28 @@ def test_auto_tests_false_leaves_the_tests_to_the_model(ws: Path, tmp_path: Path
         assert server.count("/api/chat") == 2
     assert done.returncode == EXIT_OK, done.stdout + done.stderr
     assert "[by Rune]" not in done.stdout and "Fixed add()." in done.stdout
+
+
+def test_without_pytest_tests_unittest_cannot_run_are_no_pass(tmp_path: Path) -> None:
+    """An interpreter without pytest falls back to unittest, which does not see pytest-style
+    tests: that is "no test ran", never "the tests pass"."""
+    import subprocess
+    import sys
+
+    from rune.tools.commands import Outcome
+    from rune.tools.testing import _BOOTSTRAP, verdict
+
+    (tmp_path / "test_plain.py").write_text("def test_one():\n    assert 1 == 2\n")
+    (tmp_path / "pytest.py").write_text("raise ImportError('no pytest here')\n")
+    done = subprocess.run(
+        [sys.executable, "-c", _BOOTSTRAP, "test_plain.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    trial = verdict(Outcome(done.returncode, False, output, b"", len(output)), tmp_path)
+    assert not trial.passed and trial.own_fault
+    assert trial.report.startswith("no test ran:")
+    assert "pytest is not installed" in trial.report

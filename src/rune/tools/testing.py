@@ -72,6 +72,10 @@ except ImportError:
         names.append(".".join([module, *filter(None, rest.split("::"))]))
     argv = ["unittest", *names] if names else ["unittest", "discover"]
     program = unittest.main(module=None, argv=argv, exit=False, verbosity=1)
+    if program.result.testsRun == 0:
+        print(f"no test ran: pytest is not installed for {sys.executable}, and unittest found "
+              "no unittest-style test; install pytest in the project's .venv")
+        sys.exit(5)
     sys.exit(0 if program.result.wasSuccessful() else 1)
 options = ["-q", "--tb=native", "-p", "no:cacheprovider", "--color=no", "-rfE"]
 sys.exit(pytest.main([*options, *targets]))
@@ -278,13 +282,20 @@ def verdict(outcome: Outcome, workspace: Path) -> Trial:
 
 
 def _summary(report: str) -> str | None:
+    """pytest's last line ("1 failed, 3 passed in 0.1s"), or unittest's two ("Ran 4 tests in
+    0.001s: FAILED (failures=1)")."""
+    ran = status = None
     for line in reversed(report.splitlines()):
         stripped = line.strip("= ")
         if re.search(r"\b\d+ (?:passed|failed|error|errors|skipped)\b", stripped):
             return stripped
-        if stripped.startswith(("Ran ", "OK", "FAILED (")):
-            return stripped
-    return None
+        if status is None and stripped.startswith(("OK", "FAILED (")):
+            status = stripped
+        elif ran is None and stripped.startswith("Ran "):
+            ran = stripped
+    if ran and status:
+        return f"{ran}: {status}"
+    return status or ran
 
 
 def _cut(text: str) -> str:
@@ -357,7 +368,8 @@ def _relative(file: str, workspace: Path) -> str | None:
     parts = Path(relative).parts
     if any(part in _SKIPPED_DIRS or part.startswith(".") for part in parts[:-1]):
         return None
-    return relative
+    # "<string>" (the runner's own code) and the like are no file of the project
+    return relative if (workspace / relative).is_file() else None
 
 
 def _describe(failure: _Failure, workspace: Path) -> str:
