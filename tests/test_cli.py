@@ -106,7 +106,7 @@ def test_demo_scripted_yes_really_fixes_calc(home: Path) -> None:
         check=True,
     )
     assert check.stdout.strip() == "5"
-    assert f"step {scripted_demo_steps()}/8" in done.stdout
+    assert f"step {scripted_demo_steps(home)}/8" in done.stdout
     assert "+    return a + b" in done.stdout  # the diff was shown before --yes approved it
     assert "approved by --yes" in done.stdout
 

@@ -143,7 +143,7 @@ def test_the_demo_reports_its_check_as_the_outcome(home: Path) -> None:
     last = done.stdout.strip().splitlines()[-1]
     # Where checks run contained, Rune runs the demo's test_calc.py itself after the change and
     # the run ends when it passes: the scripted model's own check is never asked for.
-    steps = scripted_demo_steps()
+    steps = scripted_demo_steps(home)
     assert last.startswith(f"✓ fixed: add(2, 3) == 5 now (step {steps}/8")
     assert ("run_tests tests='test_calc.py'  [by Rune]" in done.stdout) == (steps == 2)
     assert "✓ done" not in done.stdout

@@ -23,6 +23,7 @@ above the boundary never sees them::
     │   │                           a credential store, protected, or odd syntax (message = denial)
     │   ├── CommandFailed           an approved command exited non-zero or timed out (message =
     │   │                           its output; ``exit_code``)
+    │   ├── TestsNotRun             run_tests ran no test (none found, or no runner for them)
     │   └── McpError                an MCP server did not start, crashed, timed out or answered
     │                               malformed
     ├── ApprovalError               a pending approval cannot be resumed
@@ -117,6 +118,11 @@ class CommandFailed(ToolError):
     def __init__(self, report: str, exit_code: int | None) -> None:
         super().__init__(report)
         self.exit_code = exit_code
+
+
+class TestsNotRun(ToolError):
+    """``run_tests`` ran no test: none matched, or the project's interpreter has no pytest for
+    pytest-style tests. Not a failure of the code: the loop does not drive a run with it."""
 
 
 class McpError(ToolError):

@@ -37,6 +37,7 @@ from rune.errors import (
     ConfigError,
     RuneError,
     SandboxDenied,
+    TestsNotRun,
     ToolError,
     ToolsUnsupported,
 )
@@ -768,7 +769,7 @@ class LocalToolRuntime:
         """After the calls of a turn: when a change was applied since the auto check last
         ran, run it again; a run whose check failed at the start ends when it passes."""
         auto = self._auto(state)
-        if auto is None:
+        if auto is None or not self._started_with_tests(state):
             return None
         last_check = max((n for n, e in enumerate(state.events) if e.source == AUTO), default=-1)
         changed = [
@@ -786,14 +787,22 @@ class LocalToolRuntime:
 
     def _run_auto(self, state: LoopState, auto: AutoCheck, *, after_change: bool) -> bool:
         """Run the auto check as a call of the loop's own: its event is sent and recorded, and
-        the model reads its result. Whether it passed."""
+        the model reads its result. Whether it passed. Before the first model call, a run
+        that could not run the tests at all (none found, no runner for them) is only said to
+        the user, and the loop goes on without them (:meth:`_started_with_tests`)."""
         request = tool_request(auto.tool, auto.arguments, None, AUTO)
-        self.on_event(ev.ToolStarted(request, state.iterations_used))
         try:
             output, error = self.executor.run(request.name, request.arguments), None
+        except TestsNotRun as err:
+            if not after_change:
+                self._note(state, f"Rune could not run {auto.what} itself: {err}")
+                return False
+            output, error = None, str(err)
         except Exception as err:
             output, error = None, str(err) if isinstance(err, RuneError) else repr(err)
         passed = error is None
+        # (sent once the result is known: a start that ran no test shows no tool line)
+        self.on_event(ev.ToolStarted(request, state.iterations_used))
         event = self._event(
             state, request, "done" if passed else "failed", output=output, error=error
         )

@@ -86,11 +86,20 @@ def session_of(done: subprocess.CompletedProcess[str]) -> str:
     return found.group(1)
 
 
-def scripted_demo_steps() -> int:
-    """The model steps the scripted demo takes: where checks run contained, Rune runs the demo's
-    test_calc.py itself after the change and the run ends when it passes (2); elsewhere the
+def scripted_demo_steps(home: Path) -> int:
+    """The model steps the scripted demo takes: where Rune can run the demo's test_calc.py
+    itself (checks run contained, and the interpreter a project without a venv gets has
+    pytest), it does so after the change and the run ends when it passes (2); elsewhere the
     script's own check is asked for too (3)."""
     from rune.tools.commands import bwrap_works, find_bwrap
+    from rune.tools.interpreter import project_python
 
     bwrap = find_bwrap()
-    return 2 if bwrap is not None and bwrap_works(bwrap) else 3
+    if bwrap is None or not bwrap_works(bwrap):
+        return 3
+    env = {**os.environ, "HOME": str(home)}  # as rune() runs it
+    python = project_python(env, home)
+    has_pytest = subprocess.run(
+        [python, "-c", "import pytest"], capture_output=True, env=env, check=False
+    )
+    return 2 if has_pytest.returncode == 0 else 3

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rune.errors import ToolError, ToolInputError
+from rune.errors import TestsNotRun, ToolError, ToolInputError
 from rune.tools import fs
 from rune.tools.base import Args, BuiltinTool, ToolContext, object_schema, string_arg
 from rune.tools.checks import can_run_contained, run_read_only, trial_binds
@@ -226,6 +226,8 @@ def _run(ctx: ToolContext, targets: Sequence[str], over: Sequence[tuple[Path, Pa
 
 def run_tests(ctx: ToolContext, args: Args) -> str:
     trial = _run(ctx, _targets(args), ())
+    if trial.own_fault:
+        raise TestsNotRun(trial.report)
     if not trial.passed:
         raise ToolError(trial.report)
     return trial.report
