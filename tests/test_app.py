@@ -15,6 +15,7 @@ from rune.app import (
     BackendChoice,
     build_operator,
     choose_backend,
+    no_backend_help,
     ollama_answers,
     open_rune,
     protocol_for,
@@ -81,8 +82,13 @@ def test_nothing_anywhere_says_how_to_get_a_model(tmp_path: Path) -> None:
     with pytest.raises(BackendUnavailable) as caught:
         choose_backend(settings(tmp_path, ollama_host=host), demo_model=lambda: None)
     message = str(caught.value)
-    for hint in ("rune pull", "ollama pull", "--backend http://", "'rune-agent[embedded]'"):
+    for hint in ("rune pull", "ollama pull", "--backend http://"):
         assert hint in message
+    # Without the embedded extra, installing it comes before the pull that needs it.
+    without = no_backend_help(embedded=False)
+    assert without.index("ollama pull") < without.index("'rune-agent[embedded]'")
+    assert without.index("'rune-agent[embedded]'") < without.index("rune pull")
+    assert no_backend_help(embedded=True).index("rune pull") < message.index("ollama pull")
 
 
 @pytest.mark.parametrize(

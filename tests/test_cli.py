@@ -274,6 +274,7 @@ def test_doctor_prints_the_effective_sandbox_policy(home: Path) -> None:
     done = rune(
         home,
         "doctor",
+        "--verbose",
         "--backend",
         "scripted",
         "--workspace",

@@ -19,8 +19,9 @@ CITING = [
     *DOCS.glob("*.md"),
 ]
 DOCS_PATH = re.compile(r"\bdocs/([\w-]+\.md)\b")
-# docs/ files link each other by bare name: [loop.md](loop.md), "wire.md has the shapes"
-SIBLING = re.compile(r"\b([a-z]+\.md)\b")
+# docs/ files link each other by bare name: [loop.md](loop.md), "wire.md has the shapes"; a
+# name inside a longer one (`.github/copilot-instructions.md`, in sandbox.md's lists) is not one.
+SIBLING = re.compile(r"(?<![\w./-])([a-z]+\.md)\b")
 
 # Documents that were never in the repository; their names are split so this file does not
 # cite them either.

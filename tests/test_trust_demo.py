@@ -46,7 +46,7 @@ def test_under_yes_the_check_asks_and_without_an_answer_does_not_run(home: Path)
     stdout, stderr, code = demo(home, "--yes")
     assert code == 0, stdout + stderr
     assert "approved by --yes" in stdout  # the edit: an ordinary file in the workspace
-    assert "Approval needed: run_command" in stdout and "calc.add(2, 3)" in stdout
+    assert "Approval needed: run a command" in stdout and "calc.add(2, 3)" in stdout
     assert "? not checked" in stdout
     assert "runs only when you approve it" in stderr
     assert not (home / "pwned").exists()
@@ -62,7 +62,7 @@ def test_a_rejected_check_does_not_run(home: Path) -> None:
 def test_an_approved_check_runs_contained(home: Path) -> None:
     stdout, stderr, code = demo(home, "--yes", stdin="a\n")
     assert code == 0, stdout + stderr
-    assert "runs contained (bubblewrap)" in stdout
+    assert "Contained (bubblewrap): no network" in stdout
     assert "✓ fixed: add(2, 3) == 5 now" in stdout
     assert not (home / "pwned").exists()  # the import ran, but could not write outside
 

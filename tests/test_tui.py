@@ -363,3 +363,208 @@ async def test_enter_while_busy_says_so_and_up_recalls_the_last_task(workspace: 
                 await pilot.press("down", "down")
                 assert prompt.value == ""
                 await pilot.press("ctrl+q")
+
+
+# --- control parity with the CLI (issue 25) -------------------------------------------------
+
+
+def scripted_turns(monkeypatch: pytest.MonkeyPatch, workspace: Path, turns: list[Any]) -> None:
+    import json
+
+    script = workspace.parent / "script.json"
+    script.write_text(json.dumps(turns))
+    monkeypatch.setenv("RUNE_SCRIPT", str(script))
+
+
+def command_turn(command: str) -> dict[str, Any]:
+    call = {"name": "run_command", "arguments": {"command": command}}
+    return {"content": "", "tool_calls": [{"function": call}]}
+
+
+def processes_with(marker: str) -> list[int]:
+    """The live processes whose command line holds ``marker`` (zombies do not count)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        if marker in cmdline and state != "Z" and "pytest" not in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.anyio
+async def test_esc_kills_a_running_command_and_everything_it_started_in_under_2_s(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    # Two sleeps: one in the background, so the whole tree must die, not only the shell.
+    marker = "31.4159"
+    scripted_turns(
+        monkeypatch,
+        workspace,
+        [command_turn(f"sleep {marker} & sleep {marker}; wait"), {"content": "never asked"}],
+    )
+    with scripted_rune(workspace) as rune:
+        app = RuneApp(rune, task="wait a while")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: approval_shown(app), "approval")
+            await pilot.press("a")
+            await until(pilot, lambda: len(processes_with(marker)) >= 2, "the sleeps")
+            started = time.monotonic()
+            await pilot.press("escape")
+            [line] = list(app.query(ToolLine))
+            await until(pilot, lambda: line.status == "failed", "the stopped tool line")
+            assert not processes_with(marker)
+            assert time.monotonic() - started < 2
+            assert "stopped by the user" in str(line.title)
+            await until(pilot, lambda: not app.busy, "the end of the call")
+            assert "stopped" in notes(app)
+
+
+@pytest.mark.anyio
+async def test_ctrl_q_at_a_pending_approval_says_how_to_resume(workspace: Path) -> None:
+    with scripted_rune(workspace) as rune:
+        app = RuneApp(rune, task=DEMO_TASK)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: approval_shown(app), "approval")
+            await pilot.press("escape")  # left for later: the approval still waits
+            await until(pilot, lambda: "left for later" in notes(app), "the note")
+            await pilot.press("ctrl+q")
+        session_id = rune.session_id
+    assert app.return_code == 0
+    assert f"`rune resume {session_id}`" in app.farewell
+    assert "approval is waiting" in app.farewell
+
+
+def test_rune_tui_prints_the_resume_line_after_ctrl_q_on_a_terminal(tmp_path: Path) -> None:
+    import os
+    import sys
+
+    from tests.fakes.cli import closed_port
+    from tests.fakes.terminal import Terminal
+
+    home = tmp_path / "home"
+    (home / "work").mkdir(parents=True)
+    (home / "work" / "calc.py").write_text(BROKEN_CALC)
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "OLLAMA_HOST": f"127.0.0.1:{closed_port()}",
+        "TERM": "xterm-256color",
+    }
+    argv = [sys.executable, "-m", "rune.cli", "tui", "--backend", "scripted", DEMO_TASK]
+    term = Terminal(argv, env=env, cwd=home / "work")
+    try:
+        term.expect("Approval needed", timeout=60)
+        term.send("\x11")  # ctrl+q
+        assert term.wait(timeout=30) == 0
+        found = term.expect(r"the session (\S+) is kept: `rune resume (\S+)`")
+        assert found.group(1) == found.group(2)
+    finally:
+        term.close()
+
+
+@pytest.mark.anyio
+async def test_slash_commands_run_in_rune_and_never_reach_the_model(workspace: Path) -> None:
+    with FakeOllama([FakeModel("qwen3:latest", ("completion", "tools"))]) as server:
+        server.script(text_reply("Hello."))
+        with silent_server_rune(workspace, server) as rune:
+            app = RuneApp(rune)
+            async with app.run_test(size=(120, 40)) as pilot:
+                await until(pilot, lambda: not app.busy, "the start")
+                prompt = app.query_one("#prompt", Input)
+                await pilot.press(*"/he")
+                await pilot.press("right")  # the suggestion completes the command
+                assert prompt.value == "/help"
+                await pilot.press("enter")
+                await until(pilot, lambda: "/diff" in notes(app), "the help")
+                await pilot.press(*"/model", "enter")
+                await until(pilot, lambda: "qwen3:latest via" in notes(app), "the model line")
+                await pilot.press(*"/sessions", "enter")
+                await until(pilot, lambda: rune.session_id in notes(app), "the sessions")
+                await pilot.press(*"/diff", "enter")
+                await until(pilot, lambda: "no change applied" in notes(app), "the diff")
+                await pilot.press(*"/frobnicate", "enter")
+                await until(pilot, lambda: "unknown command /frobnicate" in notes(app), "error")
+                assert not app.busy
+                await pilot.press(*"/clear", "enter")
+                await until(pilot, lambda: not notes(app), "a clear screen")
+                await pilot.press(*"//etc is a path", "enter")
+                await until(pilot, lambda: "✓" in notes(app), "the task's end")
+                await pilot.press(*"/quit", "enter")
+        # The model saw one task, the one sent with "//", and none of the commands.
+        sent = [m["content"] for b in server.bodies() for m in b["messages"] if m["role"] == "user"]
+        assert sent == ["/etc is a path"]
+    assert app.return_code == 0
+
+
+@pytest.mark.anyio
+async def test_the_header_fits_80_columns(workspace: Path) -> None:
+    with scripted_rune(workspace) as rune:
+        app = RuneApp(rune, task=DEMO_TASK)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(pilot, lambda: approval_shown(app), "approval")
+            line = header(app)
+            assert len(line) <= 78, line  # 80 columns, less the padding
+            assert "step 2/8" in line and "waiting for approval" in line
+            assert "scripted-demo" in line
+        async with RuneApp(rune).run_test(size=(200, 24)) as pilot:
+            wide = header(pilot.app)
+            assert f"session {rune.session_id}" in wide and "ctx" in wide
+
+
+@pytest.mark.anyio
+async def test_diff_shows_the_changes_applied_and_undo_takes_back_the_last(
+    workspace: Path,
+) -> None:
+    with scripted_rune(workspace) as rune:
+        app = RuneApp(rune, task=DEMO_TASK)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: approval_shown(app), "approval")
+            await pilot.press("a")
+            await until(pilot, lambda: "✓ done" in notes(app), "the end of the turn")
+            assert (workspace / "calc.py").read_text() == FIXED_CALC
+            await pilot.press(*"/diff", "enter")
+            await until(pilot, lambda: bool(app.query(".diff")), "the diff")
+            shown = str(app.query(".diff").last().render())
+            assert "+++ b/calc.py" in shown and "+    return a + b" in shown
+            await pilot.press(*"/undo", "enter")
+            await until(pilot, lambda: "restored calc.py" in notes(app), "the undo")
+            assert (workspace / "calc.py").read_text() == BROKEN_CALC
+            await pilot.press(*"/undo", "enter")
+            await until(pilot, lambda: "undo refused: nothing to undo" in notes(app), "refusal")
+
+
+@pytest.mark.anyio
+async def test_a_command_approval_reads_once_and_s_allows_the_prefix_for_the_session(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scripted_turns(
+        monkeypatch,
+        workspace,
+        [
+            command_turn("python3 -m platform"),
+            command_turn("python3 -m platform --terse"),
+            {"content": "Both ran."},
+        ],
+    )
+    with scripted_rune(workspace) as rune:
+        app = RuneApp(rune, task="run it twice")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: approval_shown(app), "approval")
+            screen = app.screen
+            shown = "\n".join(str(w.render()) for w in screen.query("Label, Static"))
+            assert shown.count("$ python3 -m platform") == 1, shown
+            assert shown.count("Contained (bubblewrap)") + shown.count("NOT contained") == 1
+            assert "$ $" not in shown
+            assert "allow commands that begin `python3 -m platform` for this session" in shown
+            await pilot.press("s")
+            await until(pilot, lambda: "✓" in notes(app) and not app.busy, "the end")
+            assert "approved: commands that begin `python3 -m platform` are allowed" in notes(app)
+            assert [line.status for line in app.query(ToolLine)] == ["done", "done"]

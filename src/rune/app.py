@@ -19,8 +19,10 @@ from rune import events as ev
 from rune.catalog import DEFAULT_MODEL, CatalogModel, catalog_model_for, pulled_models
 from rune.catalog import find as find_catalog_model
 from rune.config import ApprovalMode, LoadedConfig, McpServerConfig, Settings
-from rune.distribution import EMBEDDED_INSTALL_HINT
+from rune.distribution import EMBEDDED_INSTALL_HINT, embedded_installed
 from rune.errors import BackendUnavailable, ConfigError
+from rune.grants import FILE_EDIT_TOOLS as FILE_EDIT_TOOLS  # for the edges
+from rune.grants import Grant
 from rune.messages import OperatorResponse, PendingApproval
 from rune.paths import prompt_cache_dir
 from rune.tool_executor import ToolExecutor
@@ -35,7 +37,6 @@ from rune.transport.watch import WatchedTransport
 BackendKind = Literal["ollama", "openai", "embedded", "scripted"]
 # Tools whose approval `--yes` may give: they change files and show a diff. Anything else
 # (commands, tools added later) needs `--yes --yes`, so an unknown tool fails closed.
-FILE_EDIT_TOOLS = frozenset({"write_file", "edit_file", "replace_function", "format_code"})
 OLLAMA_PROBE_SECONDS = 1.0
 #: the window the embedded server gives a GGUF file that is not in the catalogue
 EMBEDDED_CONTEXT = 8192
@@ -48,16 +49,43 @@ DEMO_MODEL_NOTICE = (
     f"model but rarely fixes anything. For real work pull a coder: {PULL_HINT}, or use a "
     f"tool-capable model such as {RECOMMENDED_MODEL} under Ollama."
 )
-NO_BACKEND_HELP = (
-    "No model server found and no model configured. Any one of these works:\n"
-    f"  - pull a small coding model Rune runs itself: {PULL_HINT};\n"
-    f"  - start Ollama (https://ollama.com) and `ollama pull {RECOMMENDED_MODEL}`"
-    " (or set OLLAMA_HOST);\n"
-    "  - point Rune at an OpenAI-compatible server: --backend http://127.0.0.1:8080"
-    " (llama-server, vLLM, LM Studio);\n"
-    f"  - run a GGUF file in-process: {EMBEDDED_INSTALL_HINT}, then --model path/to.gguf;\n"
-    "  - or try the flow with no model at all: --backend scripted."
-)
+
+
+def no_backend_help(embedded: bool | None = None) -> str:
+    """What to do when no server answers and no model is configured: what works with what is
+    installed first (``embedded``: whether the embedded extra is; None: look)."""
+    if embedded is None:
+        embedded = embedded_installed()
+    ollama = (
+        f"  - start Ollama (https://ollama.com) and `ollama pull {RECOMMENDED_MODEL}`"
+        " (or set OLLAMA_HOST);\n"
+    )
+    url = (
+        "  - point Rune at an OpenAI-compatible server: --backend http://127.0.0.1:8080"
+        " (llama-server, vLLM, LM Studio);\n"
+    )
+    if embedded:
+        first = [
+            f"  - pull a small coding model Rune runs itself: {PULL_HINT};\n",
+            ollama,
+            url,
+            "  - run a GGUF file in-process: --model path/to.gguf;\n",
+        ]
+    else:
+        first = [
+            ollama,
+            url,
+            f"  - or let Rune run a model itself: first {EMBEDDED_INSTALL_HINT},"
+            f" then {PULL_HINT};\n",
+        ]
+    return (
+        "No model server found and no model configured. Any one of these works:\n"
+        + "".join(first)
+        + "  - or try the flow with no model at all: --backend scripted."
+    )
+
+
+NO_BACKEND_HELP = no_backend_help(embedded=True)
 
 
 def auto_approves(mode: ApprovalMode, pending: PendingApproval) -> bool:
@@ -338,14 +366,22 @@ def _embedded_default(
     demo_model: Callable[[], Path | None],
     why: str,
 ) -> BackendChoice:
-    """No model named: the best pulled catalogue model, else the demo model."""
+    """No model named: the best pulled catalogue model, else the demo model; neither when the
+    embedded backend that would run them is not installed."""
+    if not embedded_installed():
+        raise BackendUnavailable(
+            f"{why[:1].upper()}{why[1:]}, and the embedded backend is not installed.\n"
+            + no_backend_help(False)
+        )
     pulled = best_pulled()
     if pulled is not None:
         return _pulled(pulled, f"{why}; no model named, so the best pulled one: {pulled.name}")
     found = demo_model()
     if found is not None:
         return _embedded(found, f"{why}; no model pulled, so the demo model", demo=True)
-    raise BackendUnavailable(f"{why.capitalize()}, and no model is pulled.\n{NO_BACKEND_HELP}")
+    raise BackendUnavailable(
+        f"{why[:1].upper()}{why[1:]}, and no model is pulled.\n{no_backend_help(True)}"
+    )
 
 
 def open_transport(
@@ -443,6 +479,10 @@ class Driver(Protocol):
     def approve(self) -> OperatorResponse: ...
 
     def reject(self, reason: str = "") -> OperatorResponse: ...
+
+    def allow(self, grant: Grant) -> None: ...
+
+    def granted(self, pending: PendingApproval) -> Grant | None: ...
 
     def retry(self) -> OperatorResponse | None: ...
 

@@ -23,6 +23,18 @@ EMBEDDED_INSTALL_HINT = (
     " (in a clone of Rune: pipx install --force '.[embedded]')"
 )
 GIT_TIMEOUT_S = 5.0
+#: the module the ``embedded`` extra installs (llama.cpp, in-process)
+EMBEDDED_MODULE = "xllamacpp"
+
+
+def embedded_installed() -> bool:
+    """Whether the ``embedded`` extra is installed (located, never imported: it is heavy)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(EMBEDDED_MODULE) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def checkout_root() -> Path | None:

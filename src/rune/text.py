@@ -80,3 +80,8 @@ def visible(text: object, keep: str = "\n\t") -> str:
     """``text`` (anything, as ``str``) escaped for a terminal, without a note: for streamed
     deltas, names and one-line labels."""
     return escape_hidden(text if isinstance(text, str) else str(text), keep)[0]
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``1 token``, ``2 tokens``, ``0 wheels`` (``many``: an irregular plural)."""
+    return f"{count:,} {noun if count == 1 else (many or noun + 's')}"

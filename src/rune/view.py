@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
+from rune.grants import Grant
 from rune.messages import OperatorResponse, PendingApproval, ToolEvent
-from rune.text import visible
+from rune.text import plural, visible
 
 MAX_ARGUMENT_CHARS = 60
 #: a diff longer than this is shown cut: its head and tail, with the count of hidden lines
@@ -120,11 +121,16 @@ def tool_outcome(event: ToolEvent) -> str:
         output = ran if ran is not None else event.output or ""
         warning = next((ln for ln in output.splitlines() if ln.startswith("WARNING:")), None)
         lines = output.count("\n") + 1 if output else 0
-        outcome = f"{lines} line{'s' if lines != 1 else ''} of output"
+        outcome = f"{plural(lines, 'line')} of output"
         if ran is not None:
             outcome = f"{outcome}, {_last_line(ran)[1:-1]}"
         return outcome if warning is None else f"{outcome}; {visible(warning, keep='')}"
-    return visible((event.error or event.status).splitlines()[0] or event.status, keep="")
+    said = (event.error or event.status).splitlines() or [event.status]
+    # A command that failed while it ran (stopped, timed out) ends with its status in brackets,
+    # after whatever it printed: that status is the outcome.
+    if len(said) > 1 and said[-1].startswith("[") and said[-1].endswith("]"):
+        return visible(said[-1][1:-1], keep="")
+    return visible(said[0] or event.status, keep="")
 
 
 def outcome_text(response: OperatorResponse, next_step: str = "") -> tuple[str, str]:
@@ -168,3 +174,5 @@ def elapsed(seconds: float) -> str:
 class Decision:
     approve: bool
     reason: str = ""
+    #: approved, and what it covers allowed for the rest of the session
+    grant: Grant | None = None

@@ -17,6 +17,10 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 from rune.cli.exits import (
     EXIT_BROKEN_PIPE,
@@ -48,6 +52,15 @@ _EPILOG = (
     + ", ".join(f"{code} {meaning}" for code, meaning in EXIT_MEANINGS.items())
     + "."
 )
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a reader gone while it prints (``rune --help | head -1``) is exit 141,
+    as everywhere else: argparse itself ignores the failed write."""
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        if message:
+            (file or sys.stderr).write(message)
 
 
 def _backend_options(parser: argparse.ArgumentParser) -> None:
@@ -216,6 +229,16 @@ def _acp(parser: argparse.ArgumentParser) -> None:
     _sandbox_options(parser)
 
 
+def _doctor(parser: argparse.ArgumentParser) -> None:
+    _inspect(parser)
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also list the sandbox's names: never read or written, credentials, protected, "
+        "sensitive",
+    )
+
+
 # name -> (one-line help, how its options are declared). Only the chosen command's parser is
 # built: building all of them costs more than the rest of `rune --help` together.
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
@@ -225,7 +248,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "sessions": ("list sessions and their state; show, rm or prune them", _sessions),
     "pull": ("download a model Rune runs itself (none given: list them)", _pull),
     "models": ("the server's models and the pulled ones: tools, context", _backend_options),
-    "doctor": ("check the server, model, sandbox policy and containment", _inspect),
+    "doctor": ("check the server, model, sandbox policy and containment", _doctor),
     "mcp": ("start your MCP servers: their state, tools and which ask first", _inspect),
     "config": ("show each effective setting and where it came from", _inspect),
     "tui": ("the full-screen interface", _tui),
@@ -257,7 +280,7 @@ class _VersionAction(argparse.Action):
 def build_parser() -> argparse.ArgumentParser:
     """The top level: ``--version``, and which command; its own options are parsed after."""
     listing = "\n".join(f"  {name:<10} {text}" for name, (text, _) in COMMANDS.items())
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="rune",
         usage='rune [-h] [--version] [COMMAND [options] | "TASK" [options]]',
         description="A local-first coding agent for the models you run yourself.",
@@ -276,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def command_parser(name: str) -> argparse.ArgumentParser:
     text, declare = COMMANDS[name]
-    parser = argparse.ArgumentParser(prog=f"rune {name}", description=text, epilog=_EPILOG)
+    parser = Parser(prog=f"rune {name}", description=text, epilog=_EPILOG)
     declare(parser)
     return parser
 
@@ -330,30 +353,41 @@ def unknown_command(name: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     fill_closed_std_fds()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    argv = shorthand(argv) or argv
-    if argv and argv[0] not in COMMANDS and _COMMAND_NAME.fullmatch(argv[0]):
-        print(unknown_command(argv[0]), file=sys.stderr)
+    try:
+        try:
+            status = run(argv)
+        except SystemExit:  # --help, --version, a usage error: what they printed goes now
+            sys.stdout.flush()
+            raise
+        sys.stdout.flush()  # what is still buffered: a reader gone shows here
+        return status
+    except BrokenPipeError:
+        # The reader went away (`rune sessions | head`): nothing more can be said there.
+        silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def run(argv: Sequence[str] | None) -> int:
+    """The command line, read and carried out: its exit status."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    words = shorthand(words) or words
+    if words and words[0] not in COMMANDS and _COMMAND_NAME.fullmatch(words[0]):
+        print(unknown_command(words[0]), file=sys.stderr)
         return EXIT_USAGE
-    top = build_parser().parse_args(argv)
+    top = build_parser().parse_args(words)
     if top.command is None:
         build_parser().print_help()
         print("\n(on a terminal, `rune` alone opens the full-screen interface)")
         return EXIT_USAGE
     args = command_parser(top.command).parse_args(top.options)
     args.command = top.command
-    try:
-        if args.command == "sessions" and args.action == "list" and not args.ids:
-            from rune.cli.listing import list_sessions
+    if args.command == "sessions" and args.action == "list" and not args.ids:
+        from rune.cli.listing import list_sessions
 
-            return list_sessions()  # the common case, without the rest of the CLI's imports
-        from rune.cli.commands import dispatch
+        return list_sessions()  # the common case, without the rest of the CLI's imports
+    from rune.cli.commands import dispatch
 
-        return dispatch(args)
-    except BrokenPipeError:
-        # The reader went away (`rune sessions | head`): nothing more can be said there.
-        silence_stdout()
-        return EXIT_BROKEN_PIPE
+    return dispatch(args)
 
 
 def silence_stdout() -> None:

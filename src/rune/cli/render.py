@@ -22,8 +22,10 @@ from rich.console import Console
 from rich.text import Text
 
 from rune import events as ev
+from rune.approvals import command_lines, heading
+from rune.grants import Grant
 from rune.messages import OperatorResponse, PendingApproval, ToolEvent, ToolRequest
-from rune.text import visible
+from rune.text import plural, visible
 from rune.view import (
     Decision,
     command_output,
@@ -118,7 +120,7 @@ class ConsoleReporter:
         call = self.progress() if self.progress is not None else None
         if call is not None:
             parts.append(elapsed(call.seconds))
-            parts.append(f"{call.tokens} token{'s' if call.tokens != 1 else ''}")
+            parts.append(plural(call.tokens, "token"))
         else:
             parts.append(elapsed(time.monotonic() - self._since))
         parts.append("Ctrl-C to interrupt")
@@ -173,7 +175,8 @@ class ConsoleReporter:
                 self.line(Text(f"── {self.step} ──", style="bold blue"))
                 self.waiting(f"{self.step}: waiting for the model")
             case ev.ModelCallFinished(seconds=seconds, tokens=tokens):
-                self.line(Text(f"  ({self.step}: {elapsed(seconds)}, {tokens} tokens)", "dim"))
+                spent = f"{elapsed(seconds)}, {plural(tokens, 'token')}"
+                self.line(Text(f"  ({self.step}: {spent})", "dim"))
                 self.waiting(None)
             case ev.ToolStarted(request=request):
                 self.line(self._started(request))
@@ -239,19 +242,15 @@ class ConsoleReporter:
             self._show_approval(pending)
 
     def _show_approval(self, pending: PendingApproval) -> None:
-        self.line(Text(f"Approval needed: {visible(pending.summary)}", style="bold yellow"))
+        self.line(Text(f"Approval needed: {heading(pending)}", style="bold yellow"))
         if pending.sensitive:
             self.line(Text(visible(sensitive_note(pending.sensitive)), style="bold magenta"))
         if is_command(pending):
-            where = (
-                "runs contained (bubblewrap)"
-                if pending.contained
-                else "runs UNCONTAINED, with your rights"
-            )
-            # The preview is the command as it runs: "$ command", where, how long, containment.
-            for shown in visible(pending.preview.strip(), keep="\t\n").split("\n"):
-                self.line(Text(f"  {shown}", style="bold" if shown.startswith("$ ") else ""))
-            self.line(Text(f"  {where}", style="green" if pending.contained else "bold red"))
+            # The command once, then how it runs (containment and timeout) in one line.
+            command, how = command_lines(pending)
+            for shown in command:
+                self.line(Text(f"  {shown}", style="bold"))
+            self.line(Text(f"  {how}", style="green" if pending.contained else "bold red"))
         else:
             hint = " (answer d to page through it)" if self.console.is_terminal else ""
             self.console.print(diff_text(pending.preview, cut=True, hint=hint), end="")
@@ -280,9 +279,11 @@ def ask_decision(
     read: Callable[[], str] | None = None,
     *,
     page: Callable[[], None] | None = None,
+    grant: Grant | None = None,
 ) -> Decision | None:
     """Ask approve / reject-with-reason on stdin; ``None`` when stdin has nothing to say
-    (closed, at its end, or not there at all). ``page`` adds "d": show the whole diff."""
+    (closed, at its end, or not there at all). ``page`` adds "d": show the whole diff;
+    ``grant`` adds "s": approve, and allow what it covers for the rest of the session."""
     stream = stdin if stdin is not None else sys.stdin
 
     def readline() -> str:
@@ -297,6 +298,8 @@ def ask_decision(
             return ""
 
     question = "approve? [a]pprove / [r]eject (with reason)"
+    if grant is not None:
+        question += f" / [s]ession: allow {grant.describe()}"
     question += " / [d]iff in full: " if page is not None else ": "
     while True:
         console.print(Text(question, style="bold"), end="")
@@ -316,7 +319,10 @@ def ask_decision(
         if choice.lower() == "d" and page is not None:
             page()
             continue
-        console.print("answer a or r" + (", or d" if page is not None else ""))
+        if choice.lower() in ("s", "session") and grant is not None:
+            return Decision(True, grant=grant)
+        more = [letter for letter, offered in (("s", grant), ("d", page)) if offered is not None]
+        console.print("answer a or r" + "".join(f", or {letter}" for letter in more))
 
 
 def page_text(text: str) -> None:

@@ -7,15 +7,13 @@ import argparse
 import os
 from pathlib import Path
 
-from rich.console import Console
 from rich.text import Text
 
+from rune.cli.consoles import err as _err
+from rune.cli.consoles import out as _out
 from rune.cli.exits import EXIT_FAILED, EXIT_OK
 from rune.errors import ConfigError, UndoRefused
 from rune.text import visible
-
-_out = Console(highlight=False, soft_wrap=True)
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _workspace(args: argparse.Namespace) -> Path:

@@ -22,6 +22,7 @@ from typing import Any
 
 from rune import events as ev
 from rune.errors import ApprovalError, ConfigError, InvalidPendingState, RuneError
+from rune.grants import Grant
 from rune.limits import MAX_BUDGETS, MAX_ITERATIONS
 from rune.local_tool_runtime import LocalToolRuntime, ShapedRequest
 from rune.messages import (
@@ -135,6 +136,8 @@ class RuneOperator:
         self._pending_state: PendingState | None = None
         #: why the last turn's answer left the task unfinished (``--continue`` goes on from it)
         self._unfinished: str | None = None
+        #: what the person allowed for the rest of the session (journaled, read back on resume)
+        self.grants: list[Grant] = []
         if session is not None:
             self._attach(session)
 
@@ -237,6 +240,16 @@ class RuneOperator:
         self._record(journal.DECISION, {"decision": "approved", "reason": ""})
         return self._drive(lambda runtime: runtime.approve(state))
 
+    def allow(self, grant: Grant) -> None:
+        """Allow what ``grant`` covers for the rest of the session (journaled first)."""
+        if grant not in self.grants:
+            self._record(journal.GRANT, grant.to_json())
+            self.grants.append(grant)
+
+    def granted(self, pending: PendingApproval) -> Grant | None:
+        """The grant that answers ``pending`` without asking, if any."""
+        return next((grant for grant in self.grants if grant.covers(pending)), None)
+
     def reject(self, reason: str = "") -> OperatorResponse:
         """Refuse the change the turn waits on; the model hears ``reason`` and goes on."""
         state = self._take_pending()
@@ -329,6 +342,8 @@ class RuneOperator:
         self._turn_blocks = None
         ends = [r for r in session.records if r.kind == journal.TURN_END]
         self._unfinished = _optional_text(ends[-1].data.get("incomplete")) if ends else None
+        grants = (Grant.from_json(r.data) for r in session.records if r.kind == journal.GRANT)
+        self.grants = list(dict.fromkeys(grant for grant in grants if grant is not None))
         record = pending_record(session.records)
         if record is not None:
             self._pending_state = PendingState.from_json(session.state_of(record))

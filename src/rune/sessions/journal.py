@@ -29,7 +29,10 @@ DECISION = "decision"  # {"decision": "approved" | "rejected", "reason": str}
 TURN_END = "turn_end"  # {"success", "text", "error", "error_kind", "iterations_used", ...}
 CHANGE = "change"  # a file change applied: {"tool", "path", "before", "after"} (sha256 digests)
 UNDO = "undo"  # changes taken back or brought back: {"action", "steps", "files"}
-KINDS = frozenset({SESSION, USER, MESSAGE, TOOL_EVENT, PENDING, DECISION, TURN_END, CHANGE, UNDO})
+GRANT = "grant"  # allowed for the rest of the session: rune.grants.Grant.to_json()
+KINDS = frozenset(
+    {SESSION, USER, MESSAGE, TOOL_EVENT, PENDING, DECISION, TURN_END, CHANGE, UNDO, GRANT}
+)
 
 
 @dataclass(frozen=True, slots=True)

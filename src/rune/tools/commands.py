@@ -339,15 +339,16 @@ def _preview(ctx: ToolContext, command: str, timeout: int, bwrap: str | None) ->
     lines = [f"$ {shown}"]
     if hidden:
         lines.append(hidden_note(hidden))
-    lines.append(f"in {for_display(str(ctx.workspace))}, timeout {timeout} s")
+    # How it runs, in one line (it always runs in the workspace).
     if bwrap is not None:
         plan = plan_mounts(ctx.policy, ctx.workspace, needs=command_needs(ctx))
-        lines.append(describe(seccomp_works(bwrap), COMMAND.describe(), plan.reads, plan.complete))
+        how = describe(seccomp_works(bwrap), COMMAND.describe(), plan.reads, plan.complete)
     else:
-        lines.append(
+        how = (
             "NOT contained: bubblewrap is not available, so this command runs with your full "
-            "user rights. It can read, change or send anything you can."
+            "user rights; it can read, change or send anything you can."
         )
+    lines.append(f"{how} Timeout {timeout} s.")
     return "\n".join(lines)
 
 

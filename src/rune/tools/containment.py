@@ -525,4 +525,4 @@ def describe(seccomp: bool, limits: str, reads: Sequence[Path], complete: bool =
             f"WARNING: the workspace has more than {SCAN_DIRS} directories; credential stores "
             "and protected names deeper than the scan reached are NOT hidden or read-only."
         )
-    return "\n".join(lines)
+    return " ".join(lines)  # one line in an approval (issue 25)

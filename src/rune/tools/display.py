@@ -199,9 +199,21 @@ def _hunks(a: list[str], b: list[str], fromfile: str, tofile: str) -> list[str]:
     return out
 
 
-def unified_diff(path: Path, before: bytes | None, after: bytes) -> str:
+def relative_label(path: Path, root: Path | None) -> str:
+    """``path`` as a person reads it: relative to ``root`` (the workspace) when inside it, else
+    absolute, so that a change outside the workspace never looks like one inside."""
+    if root is not None:
+        try:
+            return path.relative_to(root).as_posix() or "."
+        except ValueError:
+            pass
+    return str(path)
+
+
+def unified_diff(path: Path, before: bytes | None, after: bytes, root: Path | None = None) -> str:
     """The change from ``before`` (None: the file is new) to ``after``, safe to display: every
-    character that will be written is shown (escaped when it would not show itself)."""
+    character that will be written is shown (escaped when it would not show itself). The
+    headers name the file relative to ``root`` (``a/shop/pricing.py``) when it lies inside."""
     note = ""
     if is_binary(before):
         assert before is not None
@@ -209,8 +221,11 @@ def unified_diff(path: Path, before: bytes | None, after: bytes) -> str:
         before = None
     old_lines = [] if before is None else _lines(before.decode("utf-8", "backslashreplace"))
     new_lines = _lines(after.decode("utf-8", "backslashreplace"))
-    fromfile = "/dev/null" if before is None else f"a{path}"
-    diff = _hunks(old_lines, new_lines, fromfile, f"b{path}")
+    label = relative_label(path, root)
+    inside = label != str(path)
+    name = f"/{label}" if inside else label
+    fromfile = "/dev/null" if before is None else f"a{name}"
+    diff = _hunks(old_lines, new_lines, fromfile, f"b{name}")
     text = "".join(
         line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in diff
     )

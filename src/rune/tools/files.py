@@ -33,7 +33,7 @@ from rune.tools.base import (
     object_schema,
     string_arg,
 )
-from rune.tools.display import for_display, is_binary, unified_diff
+from rune.tools.display import for_display, is_binary, relative_label, unified_diff
 from rune.tools.locate import locate
 from rune.tools.sandbox import sensitive_reason, validate_read_path, validate_write_path
 from rune.tools.spec import PreparedChange, ToolSpec
@@ -253,11 +253,13 @@ def _prepare(tool: str, planner: Planner) -> Callable[[ToolContext, Args], Prepa
                 "not done, the code you send must differ from what the file holds now."
             )
         verb = "create" if plan.before is None else "modify"
+        # Relative inside the workspace; a path outside it stays absolute, so it shows.
+        label = for_display(relative_label(plan.path, ctx.workspace), keep="")
         return PreparedChange(
             tool=tool,
             arguments=args,
-            summary=f"{tool}: {verb} {shown} ({len(plan.after)} bytes)",
-            preview=unified_diff(plan.path, plan.before, plan.after),
+            summary=f"{tool}: {verb} {label} ({len(plan.after):,} bytes)",
+            preview=unified_diff(plan.path, plan.before, plan.after, ctx.workspace),
             fingerprint=plan.fingerprint(),
             sensitive=sensitive_reason(plan.path, ctx.workspace),
         )

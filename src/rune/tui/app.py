@@ -7,6 +7,7 @@ reach the UI as Textual messages (``post_message`` is safe from any thread).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,16 +18,20 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.reactive import reactive
+from textual.suggester import SuggestFromList
 from textual.widgets import Footer, Input, Static
 
 from rune import events as ev
-from rune.app import Rune, auto_approves
+from rune.app import Rune
+from rune.approvals import answered, carry_out
 from rune.errors import CallCancelled, RuneError
 from rune.messages import OperatorResponse, PendingApproval
-from rune.text import visible
+from rune.stop import stoppable
+from rune.text import plural, visible
+from rune.tui import slash
 from rune.tui.approval import ApprovalScreen
 from rune.tui.widgets import StreamedText, Thinking, ToolLine
-from rune.view import Decision, elapsed, outcome_text
+from rune.view import Decision, diff_text, elapsed, outcome_text
 
 Operation = Callable[[], OperatorResponse | None]
 
@@ -95,7 +100,7 @@ class RuneApp(App[int]):
         Binding("ctrl+t", "toggle_thinking", "thinking"),
         Binding("ctrl+o", "toggle_output", "tool output"),
         Binding("ctrl+r", "review", "pending approval"),
-        Binding("escape", "stop", "stop the model"),
+        Binding("escape", "stop", "stop"),
         Binding("ctrl+c", "interrupt", "stop", show=False, priority=True),
         Binding("ctrl+g", "continue", "continue"),
         Binding("ctrl+q", "quit_now", "quit", priority=True),
@@ -117,36 +122,56 @@ class RuneApp(App[int]):
         #: the last run ended where a fresh budget may go on (iteration limit, failure, stop)
         self.can_continue = False
         self.last_call = ""  # "step 2/8: 1.4 s, 37 tokens"
+        #: the diffs of the changes applied while the app ran (``/diff``)
+        self.applied: list[str] = []
+        self.undone = False
+        #: what to print once the app has exited (the session kept, how to resume it)
+        self.farewell = ""
+        #: set to stop what the operator call running now runs (a new one per call)
+        self._stop_flag = threading.Event()
         self._header_line = Static(self._header(), id="header", markup=False)
 
     def compose(self) -> ComposeResult:
         yield self._header_line
         yield VerticalScroll(id="transcript")
-        yield Prompt(placeholder="what should Rune do? (Enter to send)", id="prompt")
+        yield Prompt(
+            placeholder="what should Rune do? (Enter to send; /help for commands)",
+            id="prompt",
+            suggester=SuggestFromList(slash.COMMANDS, case_sensitive=False),
+        )
         yield Footer()
 
     def _header(self) -> str:
         caps = self.rune.capabilities
-        features = [
-            "tools" if caps.tools else "text protocol",
-            "thinking" if caps.thinking else "no thinking",
-            f"ctx {caps.context_length or '?'}",
-        ]
         if self.busy:
+            # (esc stops it: the footer says so)
             state = "working"
             watch = getattr(self.rune.transport, "progress", None)
             call = watch() if callable(watch) else None
             if call is not None:
-                spent = f"{elapsed(call.seconds)}, {call.tokens} tokens"
-                state = f"waiting for the model {spent} (esc stops)"
+                spent = f"{elapsed(call.seconds)}, {plural(call.tokens, 'token')}"
+                state = f"waiting for the model {spent}"
         else:
             state = "waiting for approval" if self.pending else "idle"
-        last = f" · last {self.last_call}" if self.last_call and not self.busy else ""
+        model = self.rune.model if len(self.rune.model) <= 28 else self.rune.model[:27] + "…"
         workspace = Path(self.rune.settings.workspace).name or "/"
-        return (
-            f"rune · {self.rune.model} · {' · '.join(features)} · {self.step} · {state}{last}"
-            f" · in {workspace} · session {self.rune.session_id}"
-        )
+        parts = [
+            ("rune", True),
+            (model, True),
+            (self.step, True),
+            (state, True),
+            (f"last {self.last_call}", False) if self.last_call and not self.busy else ("", False),
+            (f"in {workspace}", False),
+            (f"session {self.rune.session_id}", False),
+            ("tools" if caps.tools else "text protocol", False),
+            (f"ctx {caps.context_length or '?'}", False),
+        ]
+        # The header has one line, padded by one column each side.
+        width = (self.size.width or 120) - 2
+        return slash.fit([(text, needed) for text, needed in parts if text], width)
+
+    def on_resize(self) -> None:
+        self._refresh_header()
 
     def _refresh_header(self) -> None:
         # The header's own flag: before compose there is nothing to update (`App.is_mounted` is a
@@ -219,6 +244,8 @@ class RuneApp(App[int]):
                 self._mount(line)
                 self._text = None
             case ev.ToolFinished(event=event):
+                if event.status == "done" and event.preview and not event.preview.startswith("$"):
+                    self.applied.append(event.preview)
                 running = [t for t in self._tools if t.status in ("running", "pending_approval")]
                 if running:
                     running[0].finish(event)
@@ -227,7 +254,7 @@ class RuneApp(App[int]):
                 if waiting:
                     waiting[-1].waiting()
             case ev.ModelCallFinished(seconds=seconds, tokens=tokens):
-                self.last_call = f"{self.step}: {elapsed(seconds)}, {tokens} tokens"
+                self.last_call = f"{self.step}: {elapsed(seconds)}, {plural(tokens, 'token')}"
                 self._refresh_header()
             case ev.FallbackPromptInjected() as injected:
                 self._note(injected.describe())
@@ -240,6 +267,14 @@ class RuneApp(App[int]):
         text = event.value.strip()
         if not text:
             return
+        command = slash.parse(text)
+        if command is not None:
+            event.input.value = ""
+            if isinstance(event.input, Prompt):
+                event.input.remember(text)
+            self._slash(command)
+            return
+        text = slash.task_text(text)
         if self.busy:
             self._note("Rune is still working: esc stops the model call; your text stays here.")
             return
@@ -257,12 +292,15 @@ class RuneApp(App[int]):
 
     def _call(self, operation: Operation) -> None:
         self.busy = True
+        self._stop_flag = threading.Event()
         self._run_operation(operation)
 
     @work(thread=True, exclusive=True, group="operator")
     def _run_operation(self, operation: Operation) -> None:
         try:
-            response = operation()
+            # Esc sets the flag: a command this call runs dies with all it started.
+            with stoppable(self._stop_flag):
+                response = operation()
         except CallCancelled:
             # The journal holds the turn up to its last checkpoint: take it from there.
             self.rune.operator.reload()
@@ -309,8 +347,9 @@ class RuneApp(App[int]):
     def _ask(self, pending: PendingApproval) -> None:
         self.pending = pending
         self._refresh_header()
-        if auto_approves(self.rune.settings.approval, pending):
-            self._note(f"approved by --yes: {pending.summary}")
+        why = answered(self.rune, pending)
+        if why is not None:
+            self._note(f"{why}: {pending.summary}")
             self._decide(Decision(True))
             return
         self.push_screen(ApprovalScreen(pending, self.step), self._decide)
@@ -321,13 +360,90 @@ class RuneApp(App[int]):
             self._refresh_header()
             return
         self.pending = None
-        operator = self.rune.operator
-        if decision.approve:
+        if decision.grant is not None:
+            self._note(f"approved; {decision.grant.describe()} are allowed for this session")
+        elif decision.approve:
             self._note("approved")
-            self._call(operator.approve)
         else:
             self._note(f"rejected: {decision.reason or '(no reason)'}")
-            self._call(lambda: operator.reject(decision.reason))
+        self._call(lambda: carry_out(self.rune, decision))
+
+    # --- slash commands -----------------------------------------------------------------------
+
+    def _slash(self, command: slash.Slash) -> None:
+        if command.error is not None:
+            self._note(command.error, "error")
+            return
+        match command.name:
+            case "/help":
+                for line in slash.help_lines():
+                    self._note(line)
+            case "/diff":
+                if not self.applied:
+                    self._note("no change applied in this session yet")
+                elif self.undone:
+                    self._note("as applied (an /undo since took some back: `rune undo --list`)")
+                for preview in self.applied:
+                    self._mount(Static(diff_text(preview), classes="diff"))
+            case "/model":
+                caps = self.rune.capabilities
+                self._note(
+                    f"{self.rune.model} via {self.rune.backend.label}: "
+                    f"{'native tool calls' if caps.tools else 'text protocol'}, "
+                    f"{'thinking' if caps.thinking else 'no thinking'}, "
+                    f"context {caps.context_length or 'unknown'}; "
+                    "`rune tui --model NAME` starts with another"
+                )
+            case "/sessions":
+                self._show_sessions()
+            case "/undo":
+                self._undo()
+            case "/clear":
+                self.query_one("#transcript", VerticalScroll).remove_children()
+                self._text = self._thinking = None
+                self._tools = [
+                    t for t in self._tools if t.status in ("running", "pending_approval")
+                ]
+            case "/quit":
+                self.action_quit_now()
+
+    def _undo(self) -> None:
+        """Take back the last file change of this session, on the session held open."""
+        from rune.sessions.undo import undo
+
+        session = getattr(self.rune.operator, "session", None)
+        if self.busy or self.pending is not None:
+            self._note("/undo waits until Rune is idle and nothing waits for approval", "error")
+            return
+        if session is None:
+            self._note("this agent keeps no session, so there is nothing to undo", "error")
+            return
+        try:
+            lines = undo(session, self.rune.workspace).lines()
+        except RuneError as err:
+            self._note(f"✗ undo refused: {err}", "error")
+            return
+        for line in lines:
+            self._note(line)
+        self.undone = True
+
+    def _show_sessions(self, limit: int = 10) -> None:
+        from rune.app import session_store
+
+        try:
+            sessions = session_store().list()
+        except RuneError as err:
+            self._note(f"{err.kind}: {err}", "error")
+            return
+        for item in sessions[:limit]:
+            when = item.updated_at[:16].replace("T", " ")
+            self._note(f"{item.id}  {item.status:<16}  {when}  {item.title}")
+        more = len(sessions) - limit
+        self._note(
+            f"{plural(more, 'more session')}: `rune sessions` lists all"
+            if more > 0
+            else ("no sessions yet" if not sessions else "`rune resume ID` goes on with one")
+        )
 
     # --- actions ----------------------------------------------------------------------------
 
@@ -336,9 +452,9 @@ class RuneApp(App[int]):
             self._refresh_header()
 
     def action_stop(self) -> None:
-        """Esc: stop the model call in flight (a running tool finishes first)."""
+        """Esc: stop the model call in flight and any command running (its whole tree)."""
         if self.busy:
-            self.rune.transport.stop()
+            self._stop()
             self._note("stopping…")
 
     def action_interrupt(self) -> None:
@@ -351,8 +467,20 @@ class RuneApp(App[int]):
     def action_quit_now(self) -> None:
         """Quit at once: a model call in flight is abandoned, and the session stays where the
         journal has it, for ``rune resume`` (or ``rune tui --session``)."""
-        self.rune.transport.stop()
+        session = self.rune.session_id
+        if self.pending is not None:
+            self.farewell = (
+                f"An approval is waiting; the session {session} is kept: `rune resume {session}`"
+            )
+        elif self.busy:
+            self.farewell = f"interrupted; the session {session} is kept: `rune resume {session}`"
+        self._stop()
         self.exit(0)
+
+    def _stop(self) -> None:
+        """Stop the model call in flight and the command running, with all it started."""
+        self._stop_flag.set()
+        self.rune.transport.stop()
 
     def action_continue(self) -> None:
         """Go on from the last journaled point with a fresh budget (after a stop, a failure or

@@ -1,4 +1,5 @@
-"""The approval screen: exactly what will change, then approve (a) or reject with a reason (r)."""
+"""The approval screen: exactly what will change, then approve (a), approve and allow the like
+for the rest of the session (s, when offered), or reject with a reason (r)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, Label, Static
 
+from rune.approvals import command_lines, heading
+from rune.grants import offer
 from rune.messages import PendingApproval
 from rune.text import visible
 from rune.view import Decision, diff_text, is_command, sensitive_note
@@ -18,6 +21,7 @@ class ApprovalScreen(ModalScreen[Decision | None]):
 
     BINDINGS = [  # noqa: RUF012 - Textual reads this class attribute
         Binding("a", "approve", "approve"),
+        Binding("s", "allow", "allow for this session"),
         Binding("r", "reject", "reject with reason"),
         Binding("escape", "later", "decide later"),
     ]
@@ -26,25 +30,27 @@ class ApprovalScreen(ModalScreen[Decision | None]):
         super().__init__()
         self.pending = pending
         self.step = step
+        self.grant = offer(pending)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="approval"):
-            yield Label(f"Approval needed · {self.step}", id="approval-title")
-            yield Label(visible(self.pending.summary), id="approval-summary", markup=False)
+            yield Label(f"Approval needed · {self.step}", id="approval-title", markup=False)
+            yield Label(heading(self.pending), id="approval-summary", markup=False)
             if self.pending.sensitive:
                 note = sensitive_note(self.pending.sensitive).strip()
                 yield Label(visible(note), classes="bad", markup=False)
             with VerticalScroll(id="approval-preview"):
                 if is_command(self.pending):
-                    yield Static(f"$ {visible(self.pending.preview.strip())}", markup=False)
-                    where = (
-                        "runs contained (bubblewrap)"
-                        if self.pending.contained
-                        else "runs UNCONTAINED, with your rights"
-                    )
-                    yield Label(where, classes="contained" if self.pending.contained else "bad")
+                    command, how = command_lines(self.pending)
+                    yield Static("\n".join(command), id="approval-command", markup=False)
+                    how_class = "contained" if self.pending.contained else "bad"
+                    yield Label(how, classes=how_class, markup=False)
                 else:
                     yield Static(diff_text(self.pending.preview), id="approval-diff")
+            if self.grant is not None:
+                yield Label(
+                    f"s: approve, and allow {self.grant.describe()} for this session", markup=False
+                )
             hint = "why not? (the model reads this) — Enter to send"
             reason = Input(placeholder=hint, id="reason")
             # Hidden from the start, not in on_mount: a quick approve can dismiss the screen
@@ -55,6 +61,14 @@ class ApprovalScreen(ModalScreen[Decision | None]):
 
     def action_approve(self) -> None:
         self.dismiss(Decision(True))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # "s" only where a grant is offered (never for a sensitive change).
+        return self.grant is not None if action == "allow" else True
+
+    def action_allow(self) -> None:
+        if self.grant is not None:
+            self.dismiss(Decision(True, grant=self.grant))
 
     def action_reject(self) -> None:
         reason = self.query_one("#reason", Input)

@@ -1,0 +1,137 @@
+"""``rune sessions show ID``: a session as it happened, readable: each message, each approval
+with the diff or the command it showed and how it was answered, each grant, each tool's whole
+output. Never the protocol's raw JSON: a tool call is shown as one ``→`` line."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from rune.cli.render import STATUS_MARK
+from rune.errors import RuneError
+from rune.grants import Grant
+from rune.messages import ToolEvent
+from rune.sessions import journal
+from rune.text import visible
+from rune.view import describe_request, diff_text
+
+#: the header fields shown, in order
+HEADER_FIELDS = ("title", "workspace", "model", "backend", "created_at")
+
+
+def show_session(store: Any, session_id: str, out: Console, err: Console) -> None:
+    contents = store.read(session_id)
+    for warning in contents.warnings:
+        err.print(Text(f"warning: {warning}", style="yellow"))
+    Shower(out).show(contents.records, session_id)
+
+
+class Shower:
+    """Prints records in the order a person saw them: the model's call, then the approval it
+    needed (journaled first, so that a crash loses nothing), then the answer and the outcome."""
+
+    def __init__(self, out: Console) -> None:
+        self.out = out
+        self.events: list[Any] = []
+        self.approval: Mapping[str, Any] | None = None
+
+    def show(self, records: Any, session_id: str) -> None:
+        for record in records:
+            data = record.data
+            message = data.get("message")
+            asked = isinstance(message, dict) and message.get("role") == "assistant"
+            if record.kind == journal.TOOL_EVENT:
+                self.events.append(data.get("event"))
+                continue
+            if record.kind == journal.PENDING:
+                state = data.get("state")
+                change = state.get("change") if isinstance(state, Mapping) else None
+                self.approval = change if isinstance(change, Mapping) else {}
+                continue
+            if not asked:
+                self._flush()
+            match record.kind:
+                case journal.SESSION:
+                    self.out.print(Text(f"session {session_id}", style="bold"))
+                    for key in HEADER_FIELDS:
+                        line = visible(f"  {key}: {data.get(key, '')}", keep="")
+                        self.out.print(Text(line, style="dim"))
+                case journal.USER | journal.MESSAGE:
+                    self._message(message, record.kind == journal.USER)
+                case journal.DECISION:
+                    self._decision(data)
+                case journal.GRANT:
+                    grant = Grant.from_json(data)
+                    if grant is not None:
+                        line = f"  allowed for the rest of the session: {grant.describe()}"
+                        self.out.print(Text(visible(line), style="yellow"))
+                case journal.TURN_END:
+                    ended = data.get("outcome") or ("done" if data.get("success") else "failed")
+                    why = data.get("incomplete") or data.get("error") or ""
+                    line = visible(f"── {ended}{': ' if why else ''}{why} ──")
+                    self.out.print(Text(line, style="bold"))
+            if asked:
+                self._flush()
+        self._flush()
+
+    def _flush(self) -> None:
+        """The approval waiting to be shown, then the tool events, whole."""
+        self._show_approval()
+        for data in self.events:
+            try:
+                event = ToolEvent.from_json(data)
+            except (RuneError, TypeError, ValueError, AttributeError, KeyError):
+                continue
+            mark, style = STATUS_MARK.get(event.status, ("·", ""))
+            line = f"  {mark} {visible(event.name, keep='')} {event.status}"
+            self.out.print(Text(line, style))
+            body = event.output if event.ok else event.error
+            for shown in visible(body, keep="\t\n").split("\n") if body else []:
+                self.out.print(Text(f"    │ {shown}", style="dim"))
+        self.events.clear()
+
+    def _show_approval(self) -> None:
+        change, self.approval = self.approval, None
+        if change is None:
+            return
+        command = change.get("contained") is not None
+        summary = "run a command" if command else str(change.get("summary") or "a change")
+        self.out.print(Text(visible(f"  ? approval asked: {summary}"), style="yellow"))
+        preview = str(change.get("preview") or "")
+        if command:  # the command once, and how it ran
+            for line in visible(preview.strip(), keep="\t\n").split("\n"):
+                self.out.print(Text(f"    {line}", style="dim"))
+        elif preview:
+            for diff_line in diff_text(preview, cut=True).split("\n"):
+                self.out.print(Text("    ").append_text(diff_line))
+
+    def _decision(self, data: Mapping[str, Any]) -> None:
+        self._show_approval()
+        decision = str(data.get("decision", ""))
+        reason = f": {data.get('reason')}" if data.get("reason") else ""
+        style = "green" if decision == "approved" else "yellow"
+        self.out.print(Text(visible(f"  {decision}{reason}"), style=style))
+
+    def _message(self, message: Any, from_user: bool) -> None:
+        if not isinstance(message, dict):
+            return
+        role, content = message.get("role"), str(message.get("content") or "")
+        if role == "tool":
+            return  # its tool event shows it
+        if role == "user":
+            prefix = "> " if from_user else "  (sent to the model) "
+            style = "bold" if from_user else "dim"
+            self.out.print(Text(visible(prefix + content), style=style))
+            return
+        calls = message.get("tool_calls") or ()
+        # With the text or constrained protocol, the content is the call itself, as JSON:
+        # the → line below says it readably.
+        if content.strip() and not (calls and content.lstrip().startswith(("{", "[", "```"))):
+            self.out.print(Text(visible(content)))
+        for call in calls:
+            function = call.get("function", {}) if isinstance(call, dict) else {}
+            label = describe_request(str(function.get("name", "?")), function.get("arguments"))
+            self.out.print(Text(f"  → {label}"))
