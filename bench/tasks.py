@@ -5,7 +5,8 @@ buggy project) and ``check.py`` (run in a fresh interpreter in a copy of the wor
 the run; exit 0 means fixed). ``solution/`` holds a reference fix, used only by the tests that
 keep the suite honest (each check fails on the bug and passes on the fix).
 
-Every task runs as ``rune run --yes --yes TASK`` does: the same composition root
+Every task runs as ``rune run --yes --yes TASK`` does, through the code ``rune check-model``
+runs its few tasks with (:func:`rune.model_check.run_task`): the same composition root
 (``rune.app.build_operator``: sandboxed tools, the model's generation defaults, the protocol
 ``auto`` picks for the embedded backend), file edits and contained commands approved. One
 model server serves the whole suite, as a running llama-server or Ollama would; the time to
@@ -20,30 +21,28 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from rune import events as ev
-from rune.app import BackendChoice, auto_approves, build_operator
+from rune.app import BackendChoice, auto_approves
 from rune.catalog import find, pulled_path
-from rune.config import load
 from rune.embedded import EmbeddedLlamaServer
+from rune.model_check import Task, TaskOutcome
+from rune.model_check import check as shared_check
+from rune.model_check import run_task as shared_run_task
 from rune.prompt_cache import SlotCache
 from rune.tools.builtin import BUILTIN_TOOLS
 from rune.transport.openai_compat import OpenAICompatTransport
-from rune.transport.watch import WatchedTransport
 
 TASKS = Path(__file__).resolve().parent / "tasks"
-CHECK_TIMEOUT_S = 20
-APPROVAL_ROUNDS = 8
 
 
 class FreshStart(OpenAICompatTransport):
@@ -63,83 +62,45 @@ class FreshStart(OpenAICompatTransport):
         return super().chat(model, messages, **kwargs)
 
 
-@dataclass
-class Outcome:
-    task: str
-    fixed: bool
-    steps: int
-    seconds: float
-    ended: str
-    tools: list[str]
-    replies: list[str]
-
-
 def check(task: Path, workspace: Path) -> bool:
-    """The task's check in a fresh interpreter (the model's code never runs in this one)."""
-    code = (task / "check.py").read_text(encoding="utf-8")
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=workspace,
-            capture_output=True,
-            timeout=CHECK_TIMEOUT_S,
-            env={"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/usr/bin:/bin"},
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return False
-    return done.returncode == 0
+    """The task's check in a fresh interpreter (:func:`rune.model_check.check`)."""
+    return shared_check(Task.from_dir(task), workspace)
 
 
 def run_task(task: Path, args: argparse.Namespace, transport: FreshStart, model: str,
-             choice: BackendChoice, slots: tuple[Path, str] | None) -> Outcome:  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix=f"rune-task-{task.name}-") as scratch:
-        workspace = Path(scratch) / "project"
-        shutil.copytree(task / "workspace", workspace)
-        flags = {"workspace": str(workspace), "approval": args.approval}
-        if args.protocol:
-            flags["protocol"] = args.protocol
-        settings = load(flags).settings
-        tools: list[str] = []
+             choice: BackendChoice, slots: tuple[Path, str] | None) -> TaskOutcome:  # fmt: skip
+    def note(event: ev.LoopEvent) -> None:
+        if args.verbose and isinstance(event, ev.ToolStarted):
+            call = json.dumps(dict(event.request.arguments), ensure_ascii=False)
+            print(f"      > {event.request.name} {call[:300]}", flush=True)
+        if args.verbose and isinstance(event, ev.ModelCallFinished):
+            print(
+                f"      model {event.seconds:.1f} s, prompt {event.prompt_tokens} tokens, "
+                f"wrote {event.tokens}",
+                flush=True,
+            )
+        if args.verbose and isinstance(event, ev.ToolFinished) and event.event.error:
+            print(f"      ! {event.event.name}: {event.event.error[:160]}", flush=True)
 
-        def note(event: ev.LoopEvent) -> None:
-            if args.verbose and isinstance(event, ev.ToolStarted):
-                call = json.dumps(dict(event.request.arguments), ensure_ascii=False)
-                print(f"      > {event.request.name} {call[:300]}", flush=True)
-            if args.verbose and isinstance(event, ev.ModelCallFinished):
-                print(
-                    f"      model {event.seconds:.1f} s, prompt {event.prompt_tokens} tokens, "
-                    f"wrote {event.tokens}",
-                    flush=True,
-                )
-            if isinstance(event, ev.ToolFinished):
-                done = event.event
-                detail = f" ({(done.error or '')[:160]})" if args.verbose and done.error else ""
-                tools.append(f"{done.name}:{done.status}{detail}")
-
-        transport.fresh = slots is None
-        wrapped: Any = transport if slots is None else SlotCache(transport, transport.root, *slots)
-        offered = [t for t in BUILTIN_TOOLS if t.spec.name not in args.without]
-        watched = WatchedTransport(wrapped, on_event=note)
-        operator = build_operator(settings, choice, watched, model, on_event=note, tools=offered)
+    def ablate(operator: Any) -> None:
         if args.without_files:
             # Ablation: no files in the context up front.
             operator.contributors.remove(operator._contributor_files)
-        request = (task / "task.md").read_text(encoding="utf-8").strip()
-        started = time.perf_counter()
-        response = operator.send(request)
-        rounds = 0
-        while response.pending is not None and rounds < APPROVAL_ROUNDS:
-            rounds += 1
-            if auto_approves(settings.approval, response.pending):
-                response = operator.approve()
-            else:
-                response = operator.reject("the user does not approve this in the benchmark")
-        seconds = time.perf_counter() - started
-        ended = "answered" if response.success else (response.error_kind or "paused")
-        replies = [str(m.get("content")) for m in response.messages if m.get("role") == "assistant"]
-        fixed = check(task, workspace)
-        return Outcome(task.name, fixed, response.iterations_used, seconds, ended, tools, replies)
+
+    transport.fresh = slots is None
+    wrapped: Any = transport if slots is None else SlotCache(transport, transport.root, *slots)
+    offered = [t for t in BUILTIN_TOOLS if t.spec.name not in args.without]
+    return shared_run_task(
+        Task.from_dir(task),
+        wrapped,
+        model,
+        choice,
+        approves=partial(auto_approves, args.approval),
+        flags={"approval": args.approval, "protocol": args.protocol},
+        on_event=note,
+        tools=offered,
+        prepare=ablate,
+    )
 
 
 @contextlib.contextmanager
@@ -200,7 +161,7 @@ def main() -> None:
     tasks = sorted(p for p in TASKS.glob(args.tasks) if (p / "check.py").is_file())
     if not tasks:
         sys.exit(f"no task matches {args.tasks!r} in {TASKS}")
-    outcomes: list[Outcome] = []
+    outcomes: list[TaskOutcome] = []
     with server_for(args) as (url, model, choice, slots), FreshStart(url) as transport:
         protocol = args.protocol or "auto"
         print(f"{len(tasks)} tasks x {args.runs} run(s), model {model}, protocol {protocol}")

@@ -25,6 +25,14 @@ def _isolated_user_dirs(
     yield
 
 
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """A HOME for a ``rune`` subprocess (tests/fakes/cli.py); a module may define its own."""
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
 def pytest_report_header() -> list[str]:
     return [
         f"rune tests: repo at {Path(__file__).resolve().parent.parent.name}",

@@ -54,6 +54,7 @@ LAYERS: dict[str, int] = {
     "rune.app": 4,
     "rune.demo": 4,
     "rune.canary": 4,
+    "rune.model_check": 4,
     "rune.view": 5,
     "rune.approvals": 5,
     "rune.cli": 6,

@@ -158,7 +158,12 @@ def installed(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 def test_the_package_has_the_data_files_this_test_guards() -> None:
-    assert {"rune/tui/rune.tcss", "rune/templates/qwen25-tools.jinja"} <= set(DATA_FILES)
+    guarded = {
+        "rune/tui/rune.tcss",
+        "rune/templates/qwen25-tools.jinja",
+        "rune/model_check_tasks.json",
+    }
+    assert guarded <= set(DATA_FILES)
 
 
 def test_the_wheel_carries_every_file_of_the_package(built: Built) -> None:
@@ -260,3 +265,10 @@ def test_installed_bundled_chat_template_loads(installed: Installed) -> None:
     done = installed.run(installed.python, "-c", code)
     assert done.returncode == 0, done.stderr
     assert done.stdout == (SRC / "templates" / "qwen25-tools.jinja").read_text() + "\n"
+
+
+def test_installed_check_model_tasks_load(installed: Installed) -> None:
+    code = "from rune.model_check import builtin_tasks; print([t.name for t in builtin_tasks()])"
+    done = installed.run(installed.python, "-c", code)
+    assert done.returncode == 0, done.stderr
+    assert "01_add_sign" in done.stdout

@@ -143,6 +143,12 @@ def _run(parser: argparse.ArgumentParser) -> None:
     _loop_options(parser)
     _sandbox_options(parser)
     parser.add_argument("--session", help="continue this session with a new task")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the run as JSON lines on stdout, one event a line, a result last "
+        "(docs/json.md); the exit status is the same",
+    )
 
 
 def _demo(parser: argparse.ArgumentParser) -> None:
@@ -239,6 +245,21 @@ def _doctor(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _check_model(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", nargs="?", help="the model to check (default: as `rune run`)")
+    parser.add_argument("--backend", help="'ollama', 'embedded' or an OpenAI-compatible base URL")
+    parser.add_argument("--timeout", type=float, metavar="SECONDS", help="the server's timeout")
+    parser.add_argument(
+        "--protocol",
+        choices=("auto", "native", "text", "constrained"),
+        help="how the model calls tools (default auto)",
+    )
+    parser.add_argument(
+        "--max-iterations", type=int, metavar="N", help="model turns per task (default 6)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON line instead")
+
+
 # name -> (one-line help, how its options are declared). Only the chosen command's parser is
 # built: building all of them costs more than the rest of `rune --help` together.
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
@@ -255,6 +276,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "undo": ("take back a session's last file change (--all, --step N)", _undo),
     "redo": ("bring back what the last `rune undo` took back", _undo_session),
     "acp": ("serve an editor (Zed...) over the Agent Client Protocol on stdio", _acp),
+    "check-model": ("does a model work with Rune? a few small bugs, a verdict", _check_model),
 }
 
 
@@ -279,7 +301,7 @@ class _VersionAction(argparse.Action):
 
 def build_parser() -> argparse.ArgumentParser:
     """The top level: ``--version``, and which command; its own options are parsed after."""
-    listing = "\n".join(f"  {name:<10} {text}" for name, (text, _) in COMMANDS.items())
+    listing = "\n".join(f"  {name:<12} {text}" for name, (text, _) in COMMANDS.items())
     parser = Parser(
         prog="rune",
         usage='rune [-h] [--version] [COMMAND [options] | "TASK" [options]]',

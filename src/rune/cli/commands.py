@@ -15,10 +15,9 @@ from rich.text import Text
 
 from rune.cli import consoles
 from rune.cli.exits import (
+    EXIT_BY_OUTCOME,
     EXIT_FAILED,
-    EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
-    EXIT_LIMIT,
     EXIT_OK,
     EXIT_PENDING,
     EXIT_USAGE,
@@ -27,19 +26,11 @@ from rune.cli.render import ConsoleReporter, ask_decision, page_text
 from rune.cli.undo import cmd_redo, cmd_undo
 from rune.config import KEYS, ApprovalMode, LoadedConfig, load
 from rune.errors import BackendUnavailable, ConfigError, RuneError
-from rune.messages import OperatorResponse, Outcome
+from rune.messages import OperatorResponse
 from rune.text import plural, visible
 
 out, err = consoles.out, consoles.err
 APPROVAL_BY_YES: dict[int, ApprovalMode] = {1: "edits", 2: "all"}
-#: the exit status of each way a run can end
-EXIT_BY_OUTCOME: dict[Outcome, int] = {
-    "done": EXIT_OK,
-    "incomplete": EXIT_INCOMPLETE,
-    "paused": EXIT_PENDING,
-    "limit": EXIT_LIMIT,
-    "failed": EXIT_FAILED,
-}
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -192,6 +183,10 @@ def _pager(pending: Any) -> Callable[[], None] | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.json:
+        from rune.cli.json_output import run_json
+
+        return run_json(args, load_config)
     loaded = load_config(args)
     reporter = ConsoleReporter(out)
     with opened(loaded, reporter, session_id=args.session, title=args.task[:80]) as rune:
@@ -575,6 +570,12 @@ def cmd_acp(args: argparse.Namespace) -> int:
     return serve(lambda extra: load_config(args, warn=False, **extra))
 
 
+def cmd_check_model(args: argparse.Namespace) -> int:
+    from rune.cli.check_model import check_model
+
+    return check_model(args, load_config(args), out, err)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": cmd_run,
     "demo": cmd_demo,
@@ -589,4 +590,5 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "undo": cmd_undo,
     "redo": cmd_redo,
     "acp": cmd_acp,
+    "check-model": cmd_check_model,
 }

@@ -1,5 +1,12 @@
 """The exit status of the ``rune`` command (also in ``rune --help`` and the README)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rune.messages import Outcome
+
 EXIT_OK = 0
 #: the task failed (an error), or the demo's check did
 EXIT_FAILED = 1
@@ -24,4 +31,13 @@ EXIT_MEANINGS = {
     EXIT_INCOMPLETE: "answered but not finished",
     EXIT_LIMIT: "iteration budget spent",
     EXIT_INTERRUPTED: "interrupted",
+}
+
+#: the exit status of each way a run can end
+EXIT_BY_OUTCOME: dict[Outcome, int] = {
+    "done": EXIT_OK,
+    "incomplete": EXIT_INCOMPLETE,
+    "paused": EXIT_PENDING,
+    "limit": EXIT_LIMIT,
+    "failed": EXIT_FAILED,
 }

@@ -43,6 +43,10 @@ ALLOWED_WRITE_SITES: frozenset[tuple[str, str]] = frozenset(
         ("rune.sessions.store", "SessionStore.remove"),
         ("rune.seal", "_create_key"),
         ("rune.demo", "create_demo_project"),
+        # `rune check-model` and the task suite: a shipped task's project written into a new
+        # private temporary directory (names from Rune's own task data, never from a model).
+        ("rune.model_check", "Task.write"),
+        ("rune.model_check", "run_task"),
         # `rune pull`: the user's command, writing only into Rune's own models directory.
         ("rune.pull", "pull"),
         ("rune.pull", "_download"),
