@@ -1,19 +1,24 @@
-"""The task suite: small real bugs in Python files, fixed (or not) by a real model through Rune.
+"""The task suites, fixed (or not) by a real model through Rune.
 
-Each task in ``bench/tasks/NAME/`` has ``task.md`` (what the user types), ``workspace/`` (the
-buggy project) and ``check.py`` (run in a fresh interpreter in a copy of the workspace after
-the run; exit 0 means fixed). ``solution/`` holds a reference fix, used only by the tests that
-keep the suite honest (each check fails on the bug and passes on the fix).
+``--suite`` picks what to run (``bench/task_suites.py`` defines them): ``bugs`` (the default:
+the 16 small bugs of ``bench/tasks/``), ``algo`` (one-line bugs in textbook algorithms, a hidden
+check), ``spec`` (functions written from a docstring, checked by the test file beside the stub),
+``repo`` (one-line bugs planted in pinned PyPI libraries, checked by the library's own test
+file), or ``all``. A task's check runs in a fresh interpreter after the run; test files the
+workspace held must be unchanged for a task to count as fixed.
 
 Every task runs as ``rune run --yes --yes TASK`` does, through the code ``rune check-model``
 runs its few tasks with (:func:`rune.model_check.run_task`): the same composition root
 (``rune.app.build_operator``: sandboxed tools, the model's generation defaults, the protocol
 ``auto`` picks for the embedded backend), file edits and contained commands approved. One
-model server serves the whole suite, as a running llama-server or Ollama would; the time to
-load the model is printed once, apart from the per-task times.
+model server serves the whole run, as a running llama-server or Ollama would; the time to
+load the model is printed once, apart from the per-task times. Per suite it reports: fixed,
+false ``done`` (the run ended done, exit 0, while the check fails), median seconds, model
+calls and prompt tokens.
 
-usage: .venv/bin/python bench/tasks.py --model qwen2.5-coder:1.5b [--protocol constrained]
-           [--tasks 0*] [--runs 3] [--base-url http://127.0.0.1:8080] [--json results.json]
+usage: .venv/bin/python bench/tasks.py --model qwen2.5-coder:1.5b [--suite bugs|algo|spec|repo|all]
+           [--protocol constrained] [--tasks 0*] [--runs 3] [--base-url http://127.0.0.1:8080]
+           [--json results.json]
 """
 
 from __future__ import annotations
@@ -21,12 +26,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -35,14 +39,25 @@ from rune import events as ev
 from rune.app import BackendChoice, auto_approves
 from rune.catalog import find, pulled_path
 from rune.embedded import EmbeddedLlamaServer
-from rune.model_check import Task, TaskOutcome
-from rune.model_check import check as shared_check
+from rune.model_check import Runnable
 from rune.model_check import run_task as shared_run_task
 from rune.prompt_cache import SlotCache
 from rune.tools.builtin import BUILTIN_TOOLS
 from rune.transport.openai_compat import OpenAICompatTransport
+from task_suites import (
+    SUITE_NAMES,
+    TASKS,
+    Row,
+    Task,
+    changed_test_files,
+    check,
+    digest_of_tests,
+    load_suite,
+    selected,
+    summary,
+)
 
-TASKS = Path(__file__).resolve().parent / "tasks"
+__all__ = ["TASKS", "Outcome", "check", "run_task"]
 
 
 class FreshStart(OpenAICompatTransport):
@@ -62,14 +77,37 @@ class FreshStart(OpenAICompatTransport):
         return super().chat(model, messages, **kwargs)
 
 
-def check(task: Path, workspace: Path) -> bool:
-    """The task's check in a fresh interpreter (:func:`rune.model_check.check`)."""
-    return shared_check(Task.from_dir(task), workspace)
+@dataclass
+class Outcome:
+    suite: str
+    task: str
+    fixed: bool
+    exit0: bool
+    """The run ended done, as ``rune run`` exits 0."""
+    steps: int
+    seconds: float
+    ended: str
+    calls: int
+    prompt_tokens: int
+    tests_changed: list[str]
+    tools: list[str]
+    replies: list[str]
+
+    def row(self) -> Row:
+        return Row(self.fixed, self.exit0, self.seconds, self.calls, self.prompt_tokens)
 
 
-def run_task(task: Path, args: argparse.Namespace, transport: FreshStart, model: str,
-             choice: BackendChoice, slots: tuple[Path, str] | None) -> TaskOutcome:  # fmt: skip
+def run_task(task: Task, args: argparse.Namespace, transport: FreshStart, model: str,
+             choice: BackendChoice, slots: tuple[Path, str] | None) -> Outcome:  # fmt: skip
+    """``task`` run as ``rune run --yes --yes`` runs it (:func:`rune.model_check.run_task`),
+    with what the suites report besides: model calls, prompt tokens, test files changed."""
+    calls: list[int] = []
+    tests_before: dict[str, str] = {}
+    changed: list[str] = []
+
     def note(event: ev.LoopEvent) -> None:
+        if isinstance(event, ev.ModelCallFinished):
+            calls.append(event.prompt_tokens or 0)
         if args.verbose and isinstance(event, ev.ToolStarted):
             call = json.dumps(dict(event.request.arguments), ensure_ascii=False)
             print(f"      > {event.request.name} {call[:300]}", flush=True)
@@ -82,6 +120,14 @@ def run_task(task: Path, args: argparse.Namespace, transport: FreshStart, model:
         if args.verbose and isinstance(event, ev.ToolFinished) and event.event.error:
             print(f"      ! {event.event.name}: {event.event.error[:160]}", flush=True)
 
+    def write(workspace: Path) -> None:
+        task.prepare(workspace)
+        tests_before.update(digest_of_tests(workspace))
+
+    def judge(workspace: Path) -> bool:
+        changed.extend(changed_test_files(tests_before, workspace))
+        return task.check(workspace) and not changed
+
     def ablate(operator: Any) -> None:
         if args.without_files:
             # Ablation: no files in the context up front.
@@ -90,17 +136,24 @@ def run_task(task: Path, args: argparse.Namespace, transport: FreshStart, model:
     transport.fresh = slots is None
     wrapped: Any = transport if slots is None else SlotCache(transport, transport.root, *slots)
     offered = [t for t in BUILTIN_TOOLS if t.spec.name not in args.without]
-    return shared_run_task(
-        Task.from_dir(task),
+    flags = {"approval": args.approval, "protocol": args.protocol}
+    result = shared_run_task(
+        Runnable(task.name, task.request, write),
         wrapped,
         model,
         choice,
         approves=partial(auto_approves, args.approval),
-        flags={"approval": args.approval, "protocol": args.protocol},
+        flags={k: v for k, v in flags.items() if v},
         on_event=note,
         tools=offered,
         prepare=ablate,
+        judge=judge,
     )
+    return Outcome(
+        task.suite, task.name, result.fixed, result.outcome == "done", result.steps,
+        result.seconds, result.ended, len(calls), sum(calls), changed, result.tools,
+        result.replies,
+    )  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -135,7 +188,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="qwen2.5-coder:1.5b", help="a pulled catalogue model")
     parser.add_argument("--protocol", choices=("auto", "native", "text", "constrained"))
-    parser.add_argument("--tasks", default="*", help="glob over task names (default: all)")
+    parser.add_argument("--suite", choices=(*SUITE_NAMES, "all"), default="bugs")
+    parser.add_argument(
+        "--tasks", default="*", help="globs over task names, comma-separated (default: all)"
+    )
     parser.add_argument("--runs", type=int, default=1, help="run the suite this many times")
     parser.add_argument("--approval", choices=("edits", "all"), default="all")
     parser.add_argument("--base-url", help="use this running OpenAI-compatible server instead")
@@ -158,32 +214,39 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write every outcome here")
     parser.add_argument("--verbose", "-v", action="store_true", help="print the tool calls")
     args = parser.parse_args()
-    tasks = sorted(p for p in TASKS.glob(args.tasks) if (p / "check.py").is_file())
-    if not tasks:
-        sys.exit(f"no task matches {args.tasks!r} in {TASKS}")
-    outcomes: list[TaskOutcome] = []
+    suites = {name: load_suite(name, args.tasks) for name in selected(args.suite)}
+    suites = {name: tasks for name, tasks in suites.items() if tasks}
+    if not suites:
+        sys.exit(f"no task matches {args.tasks!r} in suite {args.suite}")
+    outcomes: list[Outcome] = []
     with server_for(args) as (url, model, choice, slots), FreshStart(url) as transport:
         protocol = args.protocol or "auto"
-        print(f"{len(tasks)} tasks x {args.runs} run(s), model {model}, protocol {protocol}")
+        count = sum(len(tasks) for tasks in suites.values())
+        print(f"{count} tasks x {args.runs} run(s), model {model}, protocol {protocol}")
         for run in range(1, args.runs + 1):
-            fixed = 0
-            for task in tasks:
-                outcome = run_task(task, args, transport, model, choice, slots)
-                outcomes.append(outcome)
-                fixed += outcome.fixed
-                mark = "fixed " if outcome.fixed else "FAILED"
-                print(
-                    f"  {outcome.task:<28} {mark}  steps {outcome.steps}  "
-                    f"{outcome.seconds:5.1f} s  {outcome.ended}",
-                    flush=True,
-                )
-                if args.verbose:
-                    print(f"      {' '.join(outcome.tools)}")
-            times = [o.seconds for o in outcomes[-len(tasks) :]]
-            print(
-                f"run {run}: fixed {fixed}/{len(tasks)} ({100 * fixed / len(tasks):.0f}%), "
-                f"median {statistics.median(times):.1f} s, total {sum(times):.0f} s"
-            )
+            for name, tasks in suites.items():
+                for task in tasks:
+                    outcome = run_task(task, args, transport, model, choice, slots)
+                    outcomes.append(outcome)
+                    mark = "fixed " if outcome.fixed else "FAILED"
+                    changed = (
+                        f"  edited {','.join(outcome.tests_changed)}"
+                        if outcome.tests_changed
+                        else ""
+                    )
+                    print(
+                        f"  {name:<5} {outcome.task:<34} {mark}  steps {outcome.steps}  "
+                        f"{outcome.seconds:5.1f} s  calls {outcome.calls}  "
+                        f"prompt {outcome.prompt_tokens}  {outcome.ended}{changed}",
+                        flush=True,
+                    )
+                    if args.verbose:
+                        print(f"      {' '.join(outcome.tools)}")
+                rows = [o.row() for o in outcomes[-len(tasks) :]] if tasks else []
+                print(f"run {run}: {summary(name, rows)}", flush=True)
+    if args.runs > 1:
+        for name in suites:
+            print(f"all runs: {summary(name, [o.row() for o in outcomes if o.suite == name])}")
     if args.json:
         args.json.write_text(json.dumps([asdict(o) for o in outcomes], indent=1) + "\n")
 

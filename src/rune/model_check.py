@@ -144,14 +144,26 @@ class TaskOutcome:
     sources: dict[str, int] = field(default_factory=dict)
     replies: list[str] = field(default_factory=list)
     error: str | None = None
+    #: how the run ended for the CLI (``done`` is exit 0): :attr:`OperatorResponse.outcome`
+    outcome: str = ""
 
     def model_calls(self) -> dict[str, int]:
         """:attr:`sources` without the calls Rune made itself (source ``rune``)."""
         return {source: n for source, n in self.sources.items() if source != "rune"}
 
 
+@dataclass(frozen=True)
+class Runnable:
+    """Any task :func:`run_task` can run: a name, what the user types, and how to lay out its
+    workspace (the benchmark's suites plant a bug in a library's sdist this way)."""
+
+    name: str
+    request: str
+    write: Callable[[Path], None]
+
+
 def run_task(
-    task: Task,
+    task: Task | Runnable,
     transport: Transport,
     model: str,
     choice: BackendChoice,
@@ -161,10 +173,12 @@ def run_task(
     on_event: ev.EventSink = ev.ignore,
     tools: Any = None,
     prepare: Callable[[Any], None] | None = None,
+    judge: Callable[[Path], bool] | None = None,
 ) -> TaskOutcome:
     """Run ``task`` through Rune in a new temp directory and check it. ``flags`` are settings
     over the user's (``protocol``, ``max_iterations``...); the workspace is the temp directory
-    and it is the only place Rune may write. ``prepare`` sees the operator before the run."""
+    and it is the only place Rune may write. ``prepare`` sees the operator before the run;
+    ``judge`` says whether the workspace is fixed afterwards (default: the task's check)."""
     with tempfile.TemporaryDirectory(prefix=f"rune-task-{task.name}-") as scratch:
         workspace = Path(scratch) / "project"
         workspace.mkdir()
@@ -198,9 +212,14 @@ def run_task(
         seconds = time.perf_counter() - started
         ended = "answered" if response.success else (response.error_kind or "paused")
         replies = [str(m.get("content")) for m in response.messages if m.get("role") == "assistant"]
+        if judge is None:
+            assert isinstance(task, Task), "a Runnable needs a judge"
+            fixed = check(task, workspace)
+        else:
+            fixed = judge(workspace)
         return TaskOutcome(
             task.name,
-            check(task, workspace),
+            fixed,
             response.iterations_used,
             response.iteration_budget,
             seconds,
@@ -210,6 +229,7 @@ def run_task(
             dict(sources),
             replies,
             None if response.success else response.error,
+            response.outcome,
         )
 
 
