@@ -272,7 +272,7 @@ def verdict(outcome: Outcome, workspace: Path) -> Trial:
     if outcome.exit_code == 0:
         return Trial(passed=True, report=f"the tests pass: {_summary(report) or 'exit code 0'}")
     if outcome.exit_code == _NO_TESTS:
-        return Trial(passed=False, report=f"no test ran:\n{_cut(report)}", own_fault=True)
+        return Trial(passed=False, report=_no_test_ran(report), own_fault=True)
     failures = _failures(report)
     if not failures:
         return Trial(passed=False, report=f"the tests failed:\n{_cut(report)}")
@@ -281,6 +281,15 @@ def verdict(outcome: Outcome, workspace: Path) -> Trial:
         report=_digest(report, failures, workspace),
         asserted=any(f.error and f.error[0].startswith("AssertionError") for f in failures),
     )
+
+
+def _no_test_ran(report: str) -> str:
+    """One line: why no test ran (the runner's own word when it gave one)."""
+    for line in report.splitlines():
+        if line.startswith("no test ran:"):
+            return line
+    summary = _summary(report)
+    return f"no test ran: {summary}" if summary else "no test ran: no test matched"
 
 
 def _summary(report: str) -> str | None:
