@@ -61,7 +61,7 @@ def no_backend_help(embedded: bool | None = None) -> str:
         " (or set OLLAMA_HOST);\n"
     )
     url = (
-        "  - point Rune at an OpenAI-compatible server: --backend http://127.0.0.1:8080"
+        "  - point Rune at an OpenAI-compatible server: --backend http://127.0.0.1:8080/v1"
         " (llama-server, vLLM, LM Studio);\n"
     )
     if embedded:

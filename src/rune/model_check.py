@@ -203,7 +203,9 @@ def run_task(
         started = time.perf_counter()
         response = operator.send(task.request)
         rounds = 0
-        while response.pending is not None and rounds < APPROVAL_ROUNDS:
+        # every model turn of every budget may ask once
+        limit = max(APPROVAL_ROUNDS, settings.max_iterations * settings.max_budgets)
+        while response.pending is not None and rounds < limit:
             rounds += 1
             if approves(response.pending):
                 response = operator.approve()
