@@ -132,13 +132,6 @@ def one_prompt(
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
-    path = tmp_path / "home"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def workspace(home: Path) -> Path:
     path = home / "work"
     path.mkdir()

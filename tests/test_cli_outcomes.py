@@ -34,13 +34,6 @@ from rune.cli import (
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
-    path = tmp_path / "home"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def workspace(home: Path) -> Path:
     path = home / "work"
     path.mkdir()

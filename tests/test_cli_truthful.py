@@ -37,13 +37,6 @@ def _no_auto_tests(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
-    path = tmp_path / "home"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def workspace(home: Path) -> Path:
     path = home / "work"
     path.mkdir()

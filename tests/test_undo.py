@@ -24,13 +24,6 @@ FIX = call("edit_file", path="calc.py", old_text="a - b", new_text="a + b")
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
-    path = tmp_path / "home"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def ws(home: Path) -> Path:
     path = home / "project"
     path.mkdir()

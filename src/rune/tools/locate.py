@@ -10,6 +10,7 @@ tools read that one (and say so); otherwise the error lists the nearest names.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -21,9 +22,28 @@ from rune.tools.base import ToolContext
 MAX_FILES = 20_000
 #: near names listed
 SHOWN = 5
-_SKIPPED_DIRS = frozenset(
+#: directories that hold no file of the project's own (hidden ones are skipped too)
+SKIPPED_DIRS = frozenset(
     {"__pycache__", "node_modules", "venv", "build", "dist", "target", "site-packages"}
 )
+
+
+def is_skipped(part: str) -> bool:
+    return part.startswith(".") or part in SKIPPED_DIRS
+
+
+def project_files(workspace: Path, roots: Sequence[Path], limit: int) -> list[str]:
+    """The project's files, relative to ``workspace``, in walk order: at most ``limit + 1``
+    (more than ``limit``: the walk stopped), none when it cannot be walked."""
+    names: list[str] = []
+    try:
+        for _, path in fs.walk_files(workspace, roots, lambda d: is_skipped(d.name)):
+            names.append(path.relative_to(workspace).as_posix())
+            if len(names) > limit:
+                break
+    except (ToolError, OSError):
+        return []
+    return names
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,28 +60,13 @@ class Found:
         return " Files with a similar name: " + ", ".join(self.near) + "."
 
 
-def _files(ctx: ToolContext) -> list[str] | None:
-    def skip_dir(path: Path) -> bool:
-        return path.name.startswith(".") or path.name in _SKIPPED_DIRS
-
-    names: list[str] = []
-    try:
-        for _, path in fs.walk_files(ctx.workspace, ctx.policy.read_roots, skip_dir):
-            names.append(path.relative_to(ctx.workspace).as_posix())
-            if len(names) > MAX_FILES:
-                return None
-    except (ToolError, OSError):
-        return None
-    return names
-
-
 def locate(ctx: ToolContext, raw: str) -> Found:
     """Where in the workspace a relative path that does not exist may be."""
     wanted = PurePosixPath(raw.strip().removeprefix("./"))
     if wanted.is_absolute() or not wanted.parts or ".." in wanted.parts:
         return Found(None, ())
-    files = _files(ctx)
-    if not files:
+    files = project_files(ctx.workspace, ctx.policy.read_roots, MAX_FILES)
+    if not files or len(files) > MAX_FILES:
         return Found(None, ())
     tail = "/" + wanted.as_posix()
     ending = [name for name in files if ("/" + name).endswith(tail)]

@@ -19,15 +19,15 @@ import ast
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from rune.errors import TestsNotRun, ToolError, ToolInputError
-from rune.tools import fs
 from rune.tools.base import Args, BuiltinTool, ToolContext, object_schema, string_arg
 from rune.tools.checks import can_run_contained, run_read_only, trial_binds
 from rune.tools.commands import Outcome, format_outcome
 from rune.tools.display import for_display
+from rune.tools.locate import is_skipped, project_files
 from rune.tools.sandbox import SandboxPolicy
 from rune.tools.spec import AutoCheck, ToolSpec, Trial
 
@@ -42,9 +42,6 @@ MAX_DIGEST_CHARS = 2400
 #: test files looked for, and directories walked, before the search stops
 MAX_TEST_FILES = 2000
 MAX_WALKED_FILES = 20_000
-_SKIPPED_DIRS = frozenset(
-    {"__pycache__", "node_modules", "venv", "build", "dist", "target", "site-packages"}
-)
 _TEST_FILE = re.compile(r"(?:^test_.*|.*_test)\.py$")
 _TEST_DIRS = frozenset({"tests", "test", "testing"})
 #: what a task names as a test: ``path.py`` or ``path.py::name[::name...]``
@@ -101,20 +98,8 @@ def find_test_files(workspace: Path, policy: SandboxPolicy) -> list[str]:
     """The workspace's test files as pytest finds them (``test_*.py``, ``*_test.py``),
     relative, in walk order (bounded; hidden and build directories are not entered)."""
 
-    def skip_dir(path: Path) -> bool:
-        return path.name.startswith(".") or path.name in _SKIPPED_DIRS
-
-    found: list[str] = []
-    try:
-        for walked, (_, path) in enumerate(fs.walk_files(workspace, policy.read_roots, skip_dir)):
-            if walked >= MAX_WALKED_FILES or len(found) >= MAX_TEST_FILES:
-                break
-            relative = path.relative_to(workspace).as_posix()
-            if _TEST_FILE.match(path.name):
-                found.append(relative)
-    except (ToolError, OSError):
-        return []
-    return found
+    files = project_files(workspace, policy.read_roots, MAX_WALKED_FILES)[:MAX_WALKED_FILES]
+    return [name for name in files if _TEST_FILE.match(PurePosixPath(name).name)][:MAX_TEST_FILES]
 
 
 def named_tests(request: str, workspace: Path, files: Sequence[str]) -> list[str]:
@@ -377,7 +362,7 @@ def _relative(file: str, workspace: Path) -> str | None:
     except ValueError:
         return None
     parts = Path(relative).parts
-    if any(part in _SKIPPED_DIRS or part.startswith(".") for part in parts[:-1]):
+    if any(is_skipped(part) for part in parts[:-1]):
         return None
     # "<string>" (the runner's own code) and the like are no file of the project
     return relative if (workspace / relative).is_file() else None
