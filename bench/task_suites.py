@@ -283,6 +283,32 @@ def fetch_sdist(pin: Pin, cache: Path | None = None) -> Path:
     return unpacked
 
 
+#: the test runner a library's developer has in the project's .venv (the repo suite's)
+PROJECT_PYTEST = "pytest==8.4.2"
+
+
+def project_venv(cache: Path | None = None) -> Path:
+    """A virtual environment with pytest, made once in the cache and copied into each repo
+    task's workspace as its ``.venv``: a library checkout as its developer has it, so Rune runs
+    the library's tests with the project's interpreter (never its own), as for a user."""
+    root = cache or cache_dir()
+    venv = root / ("project-venv-" + PROJECT_PYTEST.replace("==", "-"))
+    if (venv / "bin" / "python").is_file():
+        return venv
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root) as scratch:
+        made = Path(scratch) / "venv"
+        base = getattr(sys, "_base_executable", sys.executable)
+        subprocess.run([base, "-m", "venv", str(made)], check=True, capture_output=True)
+        subprocess.run(
+            [str(made / "bin" / "python"), "-m", "pip", "install", "-q", PROJECT_PYTEST],
+            check=True,
+            capture_output=True,
+        )
+        made.replace(venv)
+    return venv
+
+
 def plant(bug: PlantedBug, workspace: Path) -> None:
     """Replace the bug's line (which must read exactly ``old``) with ``new``."""
     path = workspace / bug.file
@@ -305,6 +331,7 @@ def repo_tasks(pattern: str = "*", suite: RepoSuite | None = None) -> list[Task]
         def prepare(workspace: Path, bug: PlantedBug = bug, pin: Pin = pin) -> None:
             shutil.copytree(fetch_sdist(pin), workspace, dirs_exist_ok=True)
             plant(bug, workspace)
+            shutil.copytree(project_venv(), workspace / ".venv", symlinks=True)
 
         tests = (bug.test_file,)
         command = pytest_command(tests)
