@@ -92,6 +92,8 @@ class Outcome:
     tests_changed: list[str]
     tools: list[str]
     replies: list[str]
+    messages: list[dict[str, Any]]
+    """The conversation the model saw (``--json`` keeps it, to read a run back)."""
 
     def row(self) -> Row:
         return Row(self.fixed, self.exit0, self.seconds, self.calls, self.prompt_tokens)
@@ -152,7 +154,7 @@ def run_task(task: Task, args: argparse.Namespace, transport: FreshStart, model:
     return Outcome(
         task.suite, task.name, result.fixed, result.outcome == "done", result.steps,
         result.seconds, result.ended, len(calls), sum(calls), changed, result.tools,
-        result.replies,
+        result.replies, result.messages,
     )  # fmt: skip
 
 

@@ -146,6 +146,8 @@ class TaskOutcome:
     error: str | None = None
     #: how the run ended for the CLI (``done`` is exit 0): :attr:`OperatorResponse.outcome`
     outcome: str = ""
+    #: the conversation the model saw (without the system context), for reading a run back
+    messages: list[dict[str, Any]] = field(default_factory=list)
 
     def model_calls(self) -> dict[str, int]:
         """:attr:`sources` without the calls Rune made itself (source ``rune``)."""
@@ -232,6 +234,7 @@ def run_task(
             replies,
             None if response.success else response.error,
             response.outcome,
+            [dict(m) for m in response.messages],
         )
 
 
