@@ -32,6 +32,7 @@ from rune.tools.spec import AutoCheck
 from rune.tools.testing import RUN_TESTS, auto_check
 from rune.transport.base import DEFAULT_WINDOW as DEFAULT_WINDOW  # for `rune doctor`
 from rune.transport.base import Capabilities, Transport
+from rune.transport.repetition import RepetitionGuard
 from rune.transport.watch import WatchedTransport
 
 BackendKind = Literal["ollama", "openai", "embedded", "scripted"]
@@ -604,7 +605,7 @@ def open_rune(
         replayed = _assistant_turns(session) if session is not None else 0
         relay = EventRelay()
         inner, model = open_transport(choice, settings, stack, replayed=replayed)
-        transport = WatchedTransport(inner, on_event=relay)
+        transport = watched_transport(inner, relay)
         picked = picked_by_rune(settings, choice)
         if announce is not None:
             announce(Opening(model, choice, picked, session.id if session else None))
@@ -643,6 +644,12 @@ def open_rune(
             manager,
             picked=picked,
         )
+
+
+def watched_transport(inner: Transport, on_event: ev.EventSink) -> WatchedTransport:
+    """The transport a run talks to: watched (progress, stop, each call's cost) around a guard
+    that stops a reply repeating itself (:mod:`rune.transport.repetition`)."""
+    return WatchedTransport(RepetitionGuard(inner), on_event=on_event)
 
 
 def build_operator(

@@ -25,11 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from rune import events as ev
-from rune.app import FILE_EDIT_TOOLS, BackendChoice, build_operator
+from rune.app import FILE_EDIT_TOOLS, BackendChoice, build_operator, watched_transport
 from rune.config import load
 from rune.messages import PendingApproval
 from rune.transport.base import Transport
-from rune.transport.watch import WatchedTransport
 
 CHECK_TIMEOUT_S = 20
 #: approvals answered in one run at most (a model asking for the same change again and again)
@@ -198,7 +197,7 @@ def run_task(
                 names.append(f"{event.event.name}:{event.event.status}")
             on_event(event)
 
-        watched = WatchedTransport(transport, on_event=note)
+        watched = watched_transport(transport, note)
         operator = build_operator(settings, choice, watched, model, on_event=note, tools=tools)
         if prepare is not None:
             prepare(operator)
