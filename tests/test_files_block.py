@@ -54,6 +54,26 @@ def test_a_bigger_workspace_gives_only_the_files_the_request_names(ws: Path) -> 
     assert "mod4.py" not in block.text and "nothing.py" not in block.text
 
 
+def test_a_big_test_file_named_by_a_test_id_stays_out_small_ones_come_in(ws: Path) -> None:
+    """The test run's digest shows the named test; its whole file would cost minutes."""
+    for n in range(SMALL_WORKSPACE_FILES + 1):
+        (ws / f"mod{n}.py").write_text(f"N = {n}\n")
+    (ws / "tests").mkdir()
+    (ws / "tests" / "test_big.py").write_text("def test_x():\n    assert True\n" * 200)
+    (ws / "tests" / "test_small.py").write_text("def test_y():\n    assert True\n")
+    request = (
+        "The test tests/test_big.py::test_x fails, and so does tests/test_small.py::test_y; "
+        "see tests/test_big.py"
+    )
+    block = files_block(ws, policy(ws), request)
+    assert block is not None
+    assert "tests/test_small.py\n```python" in block.text
+    assert "tests/test_big.py" not in block.text
+    # named without an id, the same file is read as any file the request names
+    plain = files_block(ws, policy(ws), "see tests/test_big.py")
+    assert plain is not None and "tests/test_big.py\n```python" in plain.text
+
+
 def test_files_outside_the_workspace_or_behind_links_never_come_in(
     ws: Path, tmp_path: Path
 ) -> None:

@@ -151,6 +151,9 @@ def test_a_failing_test_is_shown_with_its_error_and_the_code_it_runs(ws: Path) -
     assert "test_add" in digest and "-1 != 5" in digest
     # the traceback never leaves the test: the function its failing line calls is shown
     assert "calc/ops.py:" in digest and "total = a - b" in digest
+    # and the test itself, with the values it asserts
+    assert "The test:\ntests/test_calc.py:" in digest
+    assert "self.assertEqual(add(2, 3), 5)" in digest
     assert "test_zero" not in digest.split("Also failing")[0].replace("test_add", "")
 
 

@@ -118,10 +118,12 @@ SMALL_WORKSPACE_FILES = 8
 SMALL_WORKSPACE_BYTES = 8 * 1024
 NAMED_FILE_BYTES = 16 * 1024
 NAMED_FILES_BYTES = 24 * 1024
+NAMED_TEST_FILE_BYTES = 4 * 1024
 #: at most this many files are looked at to decide whether the workspace is small
 WALK_LIMIT = 64
 SKIPPED_DIRS = frozenset({"__pycache__", "node_modules", "venv", "build", "dist", "target"})
 _FILE_MENTION = re.compile(r"[\w./-]*\w\.[A-Za-z0-9]{1,8}\b")
+_TEST_ID = re.compile(r"([\w./-]*\w\.py)::")
 _LANGUAGES = {".py": "python", ".js": "javascript", ".ts": "typescript", ".sh": "bash"}
 
 
@@ -136,8 +138,12 @@ def files_block(workspace: Path, policy: SandboxPolicy, request: str) -> Context
         chosen.update(small)
     else:
         total = 0
+        # A test named by its id (file::test) is shown by the test run's digest; its whole
+        # file goes in only when small (a library's test file costs a small model a minute).
+        with_ids = {m.group(1).strip("./") for m in _TEST_ID.finditer(request)}
         for name in _mentioned(request):
-            data = _read_text(workspace, policy, name, NAMED_FILE_BYTES)
+            limit = NAMED_TEST_FILE_BYTES if name in with_ids else NAMED_FILE_BYTES
+            data = _read_text(workspace, policy, name, limit)
             if data is None or total + len(data) > NAMED_FILES_BYTES:
                 continue
             chosen[name] = data

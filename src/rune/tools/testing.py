@@ -380,6 +380,14 @@ def _describe(failure: _Failure, workspace: Path) -> str:
     if own:
         lines.append("Traceback in the project:")
         lines += [f"  {for_display(r)}:{f.line} in {for_display(f.function)}" for r, f in own]
+    in_tests = [(r, f) for r, f in own if is_test_path(r)]
+    if in_tests:
+        # What the test asserts and with which values: the model may not read the test file
+        # (a library's test file is too big to put in the context whole).
+        relative, frame = in_tests[-1]
+        test_source = _enclosing_source(workspace / relative, frame.line)
+        if test_source:
+            lines += ["The test:", f"{for_display(relative)}:\n{test_source}"]
     shown: list[str] = []
     if project:
         for relative, frame in reversed(project[-2:]):
