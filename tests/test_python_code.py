@@ -111,6 +111,8 @@ REFUSALS = [
     ("calc.py", "add;rm", F, ToolInputError, "must be a function or class"),
     ("calc.py", "Nope.add", F, ToolError, "has no Nope.add"),
     ("calc.py", "add", "def add(a, b):\nreturn a", ToolError, "not valid Python on its own"),
+    ("calc.py", "add", 'def add(a, b):\n    """Sum."""', ToolError, "has no body"),
+    ("calc.py", "add", "def add(a, b):\n    ...", ToolError, "has no body"),
 ]
 
 
@@ -127,6 +129,12 @@ def test_replace_function_refuses_with_what_to_send_instead(
     with pytest.raises(error, match=re.escape(message)):
         ex.prepare("replace_function", {"path": path, "name": name, "code": code})
     assert (ws / "calc.py").read_text() == CALC
+
+
+def test_a_stub_may_replace_a_stub(ex: ToolExecutor, ws: Path) -> None:
+    (ws / "todo.py").write_text('def later():\n    """To do."""\n')
+    apply(ex, "replace_function", path="todo.py", name="later", code="def later():\n    pass")
+    assert (ws / "todo.py").read_text() == "def later():\n    pass\n"
 
 
 def test_an_ambiguous_name_asks_for_class_dot_method(ex: ToolExecutor, ws: Path) -> None:
