@@ -191,6 +191,11 @@ def _read_text(workspace: Path, policy: SandboxPolicy, name: str, limit: int) ->
     return found.data
 
 
+def is_small_workspace(workspace: Path, policy: SandboxPolicy) -> bool:
+    """Whether the workspace goes into the context whole (:func:`files_block`)."""
+    return _small_workspace(workspace, policy) is not None
+
+
 def _small_workspace(workspace: Path, policy: SandboxPolicy) -> dict[str, bytes] | None:
     """All text files of the workspace, when there are few and they are small; else None."""
 

@@ -43,6 +43,7 @@ from rune.operator.blocks import (
     tools_block,
 )
 from rune.operator.budget import ContextBudget, split_system
+from rune.operator.repo_map import map_block
 from rune.sessions import journal
 from rune.sessions.store import Session, pending_record
 from rune.state import PendingState
@@ -126,6 +127,7 @@ class RuneOperator:
             self._contributor_tools,
             self._contributor_environment,
             self._contributor_files,
+            self._contributor_map,
             self._contributor_project,
         ]
         self.session: Session | None = None
@@ -198,14 +200,23 @@ class RuneOperator:
         probe = getattr(self.executor, "commands_contained", None)
         return probe() if callable(probe) else None
 
+    def _opening_request(self) -> str:
+        """The request that opened this turn (later user messages may be tool results)."""
+        start = self._turn_starts[-1] if self._turn_starts else None
+        opening = self._history[start] if start is not None and start < len(self._history) else {}
+        return str(opening.get("content") or "")
+
     def _contributor_files(self) -> ContextBlock | None:
         sandbox = self._sandbox()
         if sandbox is None:
             return None
-        # The request that opened this turn (later user messages may be tool results).
-        start = self._turn_starts[-1] if self._turn_starts else None
-        opening = self._history[start] if start is not None and start < len(self._history) else {}
-        return files_block(*sandbox, str(opening.get("content") or ""))
+        return files_block(*sandbox, self._opening_request())
+
+    def _contributor_map(self) -> ContextBlock | None:
+        sandbox = self._sandbox()
+        if sandbox is None:
+            return None
+        return map_block(*sandbox, self._opening_request())
 
     def _contributor_project(self) -> ContextBlock | None:
         sandbox = self._sandbox()
