@@ -9,6 +9,7 @@ machine that cannot get the model; under CI it fails instead.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -82,3 +83,67 @@ def test_rune_run_fixes_the_demo_bug_with_the_pulled_coder(
     check = "import calc, sys; sys.exit(0 if calc.add(2, 3) == 5 and calc.mul(2, 3) == 6 else 1)"
     fixed = subprocess.run([sys.executable, "-c", check], cwd=project, check=False)
     assert fixed.returncode == 0, transcript
+
+
+#: the small library a user reports a failing test in (tests/live/shop_repo), and the bug
+SHOP_REPO = Path(__file__).resolve().parent / "live" / "shop_repo"
+SHOP_BUG = (
+    "shop/discounts.py",
+    "    return cents - cents * percent // 100",
+    "    return cents * percent // 100",
+)
+SHOP_TASK = (
+    "The test tests/test_discounts.py::PercentOffTest::test_ten_percent fails with: "
+    "AssertionError: 100 != 900. Find the bug in the library code (the tests are right) "
+    "and fix it."
+)
+
+
+def unittest_passes(project: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "unittest", "discover", "-s", "tests", "-t", "."],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.timeout(900)
+def test_rune_run_fixes_a_bug_a_libraries_test_reports(
+    coder_data_dir: Path, tmp_path: Path
+) -> None:
+    """A repository-level bug end to end: Rune runs the named test itself, the model fixes
+    the library (not the test), and the run ends done with the library's tests passing."""
+    project = tmp_path / "shop"
+    shutil.copytree(SHOP_REPO, project)
+    path, right, wrong = SHOP_BUG
+    source = (project / path).read_text()
+    assert right in source
+    (project / path).write_text(source.replace(right, wrong))
+    assert unittest_passes(project).returncode != 0
+    tests_before = {p: p.read_bytes() for p in (project / "tests").iterdir()}
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path),
+        "RUNE_DATA_DIR": str(coder_data_dir),
+        "OLLAMA_HOST": f"127.0.0.1:{closed_port()}",
+        "NO_COLOR": "1",
+    }
+    command = [sys.executable, "-m", "rune.cli", "run", "--yes", "--yes"]
+    done = subprocess.run(
+        [*command, "--workspace", str(project), SHOP_TASK],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    transcript = done.stdout + done.stderr
+    assert "run_tests" in transcript, transcript
+    after = unittest_passes(project)
+    assert after.returncode == 0, transcript + after.stderr
+    assert {p: p.read_bytes() for p in (project / "tests").iterdir()} == tests_before
+    assert done.returncode == 0, transcript
