@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from rune.constrained import constrained_prompt, turn_schema
-from rune.errors import ToolError
+from rune.errors import ToolError, ToolInputError
 from rune.local_tool_runtime import LocalToolRuntime
 from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.tools.checks import MAX_CODE_CHARS
 from rune.transport.scripted import ScriptedTransport
 
 needs_bwrap = pytest.mark.bwrap
@@ -64,6 +65,22 @@ def test_it_runs_the_projects_code_without_approval(ws: Path) -> None:
         "-1",
         "[exit code 0]",
     ]
+
+
+@needs_bwrap
+def test_a_check_of_many_asserts_is_not_cut_but_an_endless_one_is_refused(ws: Path) -> None:
+    """A check of a dozen asserts (about 700 characters) runs whole: the cap was once 500 and
+    cut such checks mid-expression; a reply that repeats itself is stopped as it streams."""
+    asserts = "".join(
+        f"assert add({n}, {n}) == {-n} or True, 'add of {n} and {n}'\n" for n in range(14)
+    )
+    code = "from calc import add\n" + asserts
+    assert 600 < len(code) <= MAX_CODE_CHARS
+    assert check(ws, code).endswith("[exit code 0]")
+    with pytest.raises(ToolInputError, match="keep a check short"):
+        check(ws, "assert True\n" * (MAX_CODE_CHARS // 12 + 1))
+    (schema,) = [s.parameters for s in executor(ws).specs() if s.name == "run_python"]
+    assert schema["properties"]["code"]["maxLength"] == MAX_CODE_CHARS
 
 
 @needs_bwrap

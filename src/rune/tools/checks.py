@@ -44,9 +44,12 @@ from rune.tools.spec import ToolSpec, Trial
 #: seconds a check may run (a check is a few calls, not a test suite)
 CHECK_TIMEOUT = 20
 #: the longest code accepted (a check is a few lines). It is in the tool's schema, so under the
-#: constrained protocol the grammar ends the string there: a greedy small model once repeated
-#: the same assert until its reply was cut off at 1,024 tokens, twice.
-MAX_CODE_CHARS = 500
+#: constrained protocol the grammar ends the string there. It was 500 when it was also the
+#: stop for a greedy small model repeating the same assert until the 1,024-token cap; a check
+#: of several asserts was then cut mid-expression (a SyntaxError in its own code), so it is
+#: longer now that a reply repeating itself is stopped as it streams
+#: (:mod:`rune.transport.repetition`).
+MAX_CODE_CHARS = 1200
 _ASSERTS = re.compile(r"\bassert\b|\braise\b")
 
 
