@@ -212,6 +212,50 @@ def test_the_model_starts_from_the_failure_and_a_passing_change_ends_the_run(ws:
     assert "calc/ops.py" in resp.text
 
 
+#: makes the named test (add(2, 3) == 5) pass and its neighbour (add(0, 0) == 0) fail
+NAMED_ONLY = "def add(a, b):\n    return 5\n"
+
+
+@needs_bwrap
+def test_a_named_test_that_passes_is_followed_by_its_whole_file(ws: Path) -> None:
+    (ws / "calc" / "ops.py").write_text(NAMED_ONLY)
+    with pytest.raises(ToolError) as caught:
+        executor(ws).run("run_tests", {"tests": "tests/test_calc.py::TestAdd::test_add"})
+    report = str(caught.value)
+    assert report.startswith(
+        "the tests named pass now, but other tests in tests/test_calc.py fail: the tests failed"
+    )
+    assert "test_zero" in report and "5 != 0" in report
+    (ws / "calc" / "ops.py").write_text(FIXED)
+    passed = executor(ws).run("run_tests", {"tests": "tests/test_calc.py::TestAdd::test_add"})
+    assert passed.startswith("the tests pass: ") and "; all of tests/test_calc.py: " in passed
+
+
+@needs_bwrap
+def test_a_fix_for_the_named_test_alone_does_not_end_the_run(ws: Path) -> None:
+    """The 1.5B's fix for one named test broke the next test in its file; Rune said "Fixed"."""
+    transport = ScriptedTransport([native(NAMED_ONLY), native(FIXED)], tools=True)
+    loop = runtime(ws, transport, protocol="native")
+    resp = approve_all(loop, loop.run([{"role": "user", "content": TASK}]))
+    assert resp.success and len(transport.requests) == 2
+    told = transport.requests[1].messages[-1]["content"]
+    assert "other tests in tests/test_calc.py fail" in told and "test_zero" in told
+    assert resp.text.startswith("Fixed: ") and "all of tests/test_calc.py" in resp.text
+    assert (ws / "calc" / "ops.py").read_text() == FIXED
+
+
+@needs_bwrap
+def test_the_repair_tries_changes_against_the_whole_file_of_the_named_test(ws: Path) -> None:
+    """Constrained: the model's change passes the named test alone, so it is refuted by the
+    whole file, and a sample from a fresh start that passes all of it takes its place."""
+    transport = ScriptedTransport([change(NAMED_ONLY), change(FIXED)], tools=True)
+    loop = runtime(ws, transport)
+    resp = approve_all(loop, loop.run([{"role": "user", "content": TASK}]))
+    assert resp.success and resp.text.startswith("Fixed: ")
+    applied = [e.arguments["code"] for e in resp.events if e.name == "replace_function"]
+    assert applied == [FIXED]
+
+
 def native(code: str) -> dict[str, Any]:
     arguments = {"path": "calc/ops.py", "name": "add", "code": code}
     return {"tool_calls": [{"function": {"name": "replace_function", "arguments": arguments}}]}
