@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import string
 import subprocess
 import sys
 import time
@@ -210,7 +212,10 @@ def ollama() -> Iterator[FakeOllama]:
 
 
 def test_a_reply_of_many_megabytes_is_a_typed_failure(home: Path, ollama: FakeOllama) -> None:
-    piece = "y" * (1024 * 1024)
+    # Text that never repeats itself: a reply repeating itself is stopped sooner, by the
+    # repetition guard (tests/test_repetition.py); this one must meet the size cap.
+    letters = random.Random(7).choices(string.ascii_letters + " ", k=1024 * 1024)
+    piece = "".join(letters)
     count = MAX_REPLY_CHARS // len(piece) + 2
     ollama.script(reply(*[chunk(piece) for _ in range(count)], final_chunk()))
     done = rune(
