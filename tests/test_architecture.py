@@ -48,6 +48,8 @@ LAYERS: dict[str, int] = {
     "rune.seal": 1,
     "rune.state": 1,
     "rune.local_tool_runtime": 2,
+    "rune.runtime": 2,
+    "rune.assists": 2,
     "rune.repair": 2,
     "rune.operator": 3,
     "rune.sessions": 3,

@@ -5,7 +5,7 @@ right after the model's own check showed it fail (task suite: fizzbuzz, palindro
 again from the request alone at temperature 1, the same model writes the right fix in about
 half of its tries (``bench/README.md``). So, under the constrained protocol, when a reply is a
 change that the run's last failed check shows to be wrong (tried in the sandbox, nothing
-written: :class:`rune.tools.spec.TriesChanges`), the loop draws up to :data:`SAMPLES` other
+written: :class:`rune.tools.spec.Trials`), the loop draws up to :data:`SAMPLES` other
 changes from a fresh start (the system context and the request, each with its own seed),
 tries each against that check, and puts the first that passes in place of the reply. When
 none passes and the reply leaves the check's report exactly as it was (the model is stuck:
@@ -34,9 +34,8 @@ from typing import Any
 from rune.calls import tool_request
 from rune.constrained import ConstrainedCall, parse_turn
 from rune.errors import RuneError
-from rune.messages import Message, ToolEvent
+from rune.messages import ToolEvent
 from rune.tools.spec import Trial
-from rune.transport.base import Transport
 
 #: alternatives drawn for one repair
 SAMPLES = 6
@@ -56,20 +55,16 @@ def failed_check(events: Sequence[ToolEvent], check_tools: frozenset[str]) -> To
 
 
 def sample_changes(
-    transport: Transport,
-    model: str,
-    messages: Sequence[Message],
-    *,
-    schema: Mapping[str, Any],
+    ask: Callable[[Mapping[str, Any]], str],
     options: Mapping[str, Any] | None,
     tool_names: frozenset[str],
 ) -> Iterator[ConstrainedCall]:
-    """Up to :data:`SAMPLES` calls the model writes for ``messages`` at :data:`TEMPERATURE`,
-    one per seed, each constrained by ``schema`` (replies that name no call are skipped)."""
+    """Up to :data:`SAMPLES` calls the model writes at :data:`TEMPERATURE`, one per seed:
+    ``ask(options)`` makes one model call (constrained to changes) and gives its reply
+    (replies that name no call are skipped)."""
     for k in range(SAMPLES):
         sampling = {**(options or {}), "temperature": TEMPERATURE, "seed": FIRST_SEED + k}
-        result = transport.chat(model, messages, options=sampling, response_schema=schema)
-        turn = parse_turn(str(result.message.get("content") or ""), tool_names)
+        turn = parse_turn(ask(sampling), tool_names)
         if turn.call is not None:
             yield turn.call
 

@@ -66,12 +66,11 @@ class LoopState:
     evicted: list[str] = field(default_factory=list)
     #: calls of the current assistant turn that ran (or were prepared); see MAX_CALLS_PER_TURN
     turn_calls: int = 0
-    #: whether the model was already told, this run, that its answer came after a failure
-    nudged: bool = False
     #: where the request that opened this run is in ``messages`` (None: the run did not
-    #: start on a request), and how many sampled repairs the run made (``rune.repair``)
+    #: start on a request)
     opening: int | None = None
-    repairs: int = 0
+    #: what each assist keeps (``rune.runtime.assist``), by its name: JSON values
+    assists: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def new_turn(self, queue: list[ToolRequest]) -> None:
         self.queue = queue
@@ -102,10 +101,10 @@ class PendingState:
     thinking: str
     warnings: tuple[str, ...]
     evicted: tuple[str, ...]
-    nudged: bool
     change: PreparedChange
     opening: int | None = None
-    repairs: int = 0
+    #: the assists' own state (``LoopState.assists``)
+    assists: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     #: the directory trees the user let the session read before this pause
     grants: tuple[str, ...] = ()
     seal: str = ""
@@ -139,10 +138,9 @@ class PendingState:
             thinking=loop.thinking,
             warnings=tuple(loop.warnings),
             evicted=tuple(loop.evicted),
-            nudged=loop.nudged,
             change=change,
             opening=loop.opening,
-            repairs=loop.repairs,
+            assists=freeze({k: v for k, v in loop.assists.items() if v}),
             grants=tuple(grants),
         )
 
@@ -161,9 +159,8 @@ class PendingState:
             warnings=list(self.warnings),
             evicted=list(self.evicted),
             turn_calls=self.turn_calls,
-            nudged=self.nudged,
             opening=self.opening,
-            repairs=self.repairs,
+            assists={name: thaw(kept) for name, kept in self.assists.items()},
         )
 
     @property
@@ -201,10 +198,9 @@ class PendingState:
             "thinking": self.thinking,
             "warnings": list(self.warnings),
             "evicted": list(self.evicted),
-            "nudged": self.nudged,
             "change": self.change.to_json(),
             "opening": self.opening,
-            "repairs": self.repairs,
+            "assists": thaw(self.assists),
             "grants": list(self.grants),
             seal.SEAL_FIELD: self.seal,
         }
@@ -234,10 +230,9 @@ class PendingState:
                 thinking=str(data.get("thinking", "")),
                 warnings=tuple(str(w) for w in data.get("warnings", ())),
                 evicted=tuple(str(e) for e in data.get("evicted", ())),
-                nudged=bool(data.get("nudged", False)),
                 change=PreparedChange.from_json(data["change"]),
                 opening=None if data.get("opening") is None else int(data["opening"]),
-                repairs=int(data.get("repairs", 0)),
+                assists=_assists(data),
                 grants=tuple(str(g) for g in data.get("grants", ())),
                 seal=str(data[seal.SEAL_FIELD]),
                 source=freeze(data),
@@ -245,6 +240,21 @@ class PendingState:
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise InvalidPendingState(f"the pending state is damaged: {err!r}") from None
         return state
+
+
+def _assists(data: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
+    """The assists' state: ``assists`` by name; a state written before there was one carries
+    the two that existed as fields of their own (``nudged``, ``repairs``)."""
+    found = data.get("assists", {})
+    if not isinstance(found, Mapping) or not all(isinstance(v, Mapping) for v in found.values()):
+        raise ValueError("assists must map each assist's name to an object")
+    assists = {str(name): dict(kept) for name, kept in found.items()}
+    if data.get("nudged"):
+        assists.setdefault("nudge", {"nudged": True})
+    if data.get("repairs"):
+        assists.setdefault("repair", {"repairs": int(data["repairs"])})
+    frozen: Mapping[str, Mapping[str, Any]] = freeze(assists)
+    return frozen
 
 
 def unseal(data: PendingState | Mapping[str, Any], key: Callable[[], bytes]) -> PendingState:

@@ -1,6 +1,6 @@
 """The context budget: fits every request into the model's real window, or refuses it.
 
-It is the runtime's :class:`rune.local_tool_runtime.RequestShaper`. Before each model call it
+It is the runtime's :class:`rune.runtime.chat.RequestShaper`. Before each model call it
 renders the turn's context blocks into one system message ahead of the conversation, estimates
 the prompt without a tokenizer (characters / ~3.5, with a safety margin, corrected from the
 prompt token counts the server reports) and, when the prompt does not fit the window minus
@@ -23,7 +23,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rune.errors import ConfigError, ContextOverflow
-from rune.local_tool_runtime import ShapedRequest
 from rune.messages import (
     ChatResult,
     Message,
@@ -34,6 +33,7 @@ from rune.messages import (
     tools_chars,
 )
 from rune.operator.blocks import ContextBlock, render
+from rune.runtime.chat import ShapedRequest
 from rune.transport.base import DEFAULT_WINDOW, Transport
 
 #: the cap on the window when the caller sets none: a bigger KV cache rarely fits a local GPU
@@ -134,7 +134,9 @@ class ContextBudget:
         self.max_context = max_context
         self.reserve_output_tokens = reserve_output_tokens
         self.options = dict(options or {})
+        self._default_tools = tuple(tools)
         self._tools_chars = tools_chars(tools)
+        self._counted: Sequence[Mapping[str, Any]] = self._default_tools
         self._windows: dict[str, int] = {}
         self._chars_per_token = CHARS_PER_TOKEN
         self._corrected = False
@@ -177,6 +179,14 @@ class ContextBudget:
 
     # --- estimation ---------------------------------------------------------------------
 
+    def _count_tools(self, tools: Sequence[Mapping[str, Any]] | None) -> None:
+        """The tool schemas the next estimates (and ``observe``) count: a protocol whose prompt
+        holds the tools sends none beside it (counting them would count them twice)."""
+        tools = self._default_tools if tools is None else tools
+        if tools is not self._counted:
+            self._counted = tools
+            self._tools_chars = tools_chars(tools)
+
     def _units(self, message: Mapping[str, Any]) -> float:
         return message_chars(message) / self._chars_per_token + MESSAGE_OVERHEAD_TOKENS
 
@@ -190,7 +200,15 @@ class ContextBudget:
 
     # --- RequestShaper ------------------------------------------------------------------
 
-    def shape(self, model: str, messages: Sequence[Message]) -> ShapedRequest:
+    def shape(
+        self,
+        model: str,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> ShapedRequest:
+        """``messages`` fitted into ``model``'s window, with ``tools`` (the schemas the request
+        sends beside them; by default the ones this budget was built with) counted once."""
+        self._count_tools(tools)
         window = self.window(model)
         limit = self.prompt_limit(model)
         lead, conversation = split_system(messages)

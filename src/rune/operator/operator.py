@@ -61,9 +61,14 @@ class _JournalingShaper:
     def __init__(self, operator: RuneOperator) -> None:
         self._operator = operator
 
-    def shape(self, model: str, messages: Sequence[Message]) -> ShapedRequest:
+    def shape(
+        self,
+        model: str,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]] = (),
+    ) -> ShapedRequest:
         self._operator._checkpoint(messages)
-        shaped = self._operator.budget.shape(model, messages)
+        shaped = self._operator.budget.shape(model, messages, tools)
         for item in shaped.evicted:
             self._operator.on_event(ev.Warning(f"evicted to fit the context window: {item}"))
         return shaped

@@ -144,9 +144,11 @@ class Trial:
 
 
 @runtime_checkable
-class TriesChanges(Protocol):
-    """An executor that can try a change against a check before anyone approves it (optional:
-    the loop uses it, when there, to pick among a small model's alternative fixes)."""
+class Trials(Protocol):
+    """A service that tries a change against a check before anyone approves it, nothing
+    written (the sampled repair, :mod:`rune.assists.sampled_repair`, picks among a small
+    model's alternative fixes with it). :class:`rune.tool_executor.ToolExecutor` is one; the
+    composition root hands it to the assist."""
 
     def try_change(
         self,
@@ -157,6 +159,10 @@ class TriesChanges(Protocol):
     ) -> Trial | None: ...
 
     def try_before_changes(self, check: str, check_args: Mapping[str, Any]) -> Trial | None: ...
+
+
+#: the name this protocol had when the loop asked the executor for it
+TriesChanges = Trials
 
 
 @runtime_checkable

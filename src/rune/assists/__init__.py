@@ -1,0 +1,46 @@
+"""Small-model help as a layer over the loop (:mod:`rune.runtime.assist` is the seam).
+
+Each assist is one module: :mod:`~rune.assists.tests` (tests drive the loop),
+:mod:`~rune.assists.check` (check before answer), :mod:`~rune.assists.nudge` (nudge after
+failure), :mod:`~rune.assists.sampled_repair` (sampled repair). :func:`standard_assists` is the
+list the loop runs unless its caller picks another (the composition root does, ``rune.app``).
+"""
+
+from __future__ import annotations
+
+from rune.assists.check import CheckBeforeAnswer
+from rune.assists.nudge import NudgeAfterFailure
+from rune.assists.sampled_repair import SampledRepair
+from rune.assists.tests import TestDriven
+from rune.runtime.assist import Assist
+from rune.tools.spec import AutoChecks, Trials
+
+__all__ = [
+    "ASSIST_NAMES",
+    "CheckBeforeAnswer",
+    "NudgeAfterFailure",
+    "SampledRepair",
+    "TestDriven",
+    "standard_assists",
+]
+
+#: every assist's name, in the order the loop runs them
+ASSIST_NAMES = ("tests", "check", "nudge", "repair")
+
+
+def standard_assists(
+    *,
+    auto_checks: AutoChecks | None = None,
+    trials: Trials | None = None,
+    without: frozenset[str] = frozenset(),
+) -> list[Assist]:
+    """Every assist that has what it needs (the tests need ``auto_checks``, the repair needs
+    ``trials``), but those named in ``without``."""
+    tests = TestDriven(auto_checks) if auto_checks is not None and "tests" not in without else None
+    assists: list[Assist | None] = [
+        tests,
+        CheckBeforeAnswer(tests),
+        NudgeAfterFailure(),
+        SampledRepair(trials) if trials is not None else None,
+    ]
+    return [a for a in assists if a is not None and a.name not in without]

@@ -1,0 +1,69 @@
+"""Check before answer: under a protocol that can withhold the answer, a change must be checked.
+
+Small models call a wrong fix done, even right after seeing it fail (task suite,
+``bench/README.md``). So with a check tool offered (``ToolSpec.checks``, ``run_python``):
+
+- a change the model tried (made or failed) must be checked before it may answer: its result
+  says so, and the next turn's schema leaves the answer out;
+- a check that failed must be acted on (a new change, or another check), except after
+  :data:`MAX_FAILED_CHECKS` failed checks in the run: its own expectation may be wrong.
+
+A change the user rejected needs no check; without a check tool there is no rule; when the loop
+runs the request's tests itself (:mod:`rune.assists.tests`), no reminder is added.
+"""
+
+from __future__ import annotations
+
+from rune.assists.tests import TestDriven
+from rune.messages import ToolRequest, ToolStatus
+from rune.runtime.assist import Assist, Loop
+from rune.runtime.breaker import LOOP_SOURCE
+from rune.state import LoopState
+
+__all__ = ["MAX_FAILED_CHECKS", "CheckBeforeAnswer"]
+
+#: failed checks in one run after which the model may answer anyway
+MAX_FAILED_CHECKS = 2
+
+
+class CheckBeforeAnswer(Assist):
+    """Asks for a check after each change, and withholds the answer until one passed."""
+
+    name = "check"
+
+    def __init__(self, tests: TestDriven | None = None) -> None:
+        self._tests = tests
+        self._check_tools: frozenset[str] | None = None
+
+    def _checks(self, loop: Loop) -> frozenset[str]:
+        if self._check_tools is None:
+            self._check_tools = frozenset(s.name for s in loop.executor.specs() if s.checks)
+        return self._check_tools
+
+    def after_result(
+        self, loop: Loop, state: LoopState, request: ToolRequest, status: ToolStatus
+    ) -> str:
+        checks = self._checks(loop)
+        if status == "rejected" or not checks or not loop.protocol_of(state).withholds_answer:
+            return ""
+        if not loop.executor.is_mutating(request.name):
+            return ""
+        if self._tests is not None and self._tests.check(state) is not None:
+            return ""  # the loop runs the tests itself
+        return f"\nBefore you answer, run {min(checks)} to check the code as it is now."
+
+    def answer_allowed(self, loop: Loop, state: LoopState) -> bool:
+        checks = self._checks(loop)
+        if not checks or not loop.protocol_of(state).withholds_answer:
+            return True
+        for event in reversed(state.events):
+            if event.source == LOOP_SOURCE and event.iteration == 0:
+                continue  # the tests as the run found them: nothing the model did
+            if event.name in checks:
+                if event.status == "done":
+                    return True
+                failed = sum(1 for e in state.events if e.name in checks and e.status != "done")
+                return failed >= MAX_FAILED_CHECKS
+            if loop.executor.is_mutating(event.name):
+                return event.status == "rejected"
+        return True

@@ -1,0 +1,107 @@
+"""Sampled repair, as an assist: another change in place of one the run's failed check rejects.
+
+The rule and the numbers are :mod:`rune.repair`'s. This module puts it at the loop's
+``replace_call`` point: when the turn's one call is a change that the run's last failed check
+shows to be wrong (tried with :class:`rune.tools.spec.Trials`, nothing written), it draws other
+changes from a fresh start (the system context and the request) through the loop's
+:meth:`~rune.runtime.assist.Loop.ask`, so the budget and the events see each of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from rune import constrained, repair
+from rune.assists.tests import started_with_tests
+from rune.calls import tool_request
+from rune.constrained import ConstrainedCall
+from rune.messages import ToolRequest
+from rune.runtime.assist import Assist, Loop
+from rune.state import LoopState
+from rune.tools.spec import Trial, Trials
+
+__all__ = ["SampledRepair"]
+
+
+class SampledRepair(Assist):
+    """Puts a sampled change that passes the failed check in place of the model's."""
+
+    name = "repair"
+
+    def __init__(self, trials: Trials) -> None:
+        self._trials = trials
+        self._schema: Mapping[str, Any] | None = None
+
+    def replace_call(self, loop: Loop, state: LoopState, call: ToolRequest) -> ToolRequest:
+        specs = loop.executor.specs()
+        check_tools = frozenset(spec.name for spec in specs if spec.checks)
+        check = repair.failed_check(state.events, check_tools)
+        if (
+            check is None
+            or state.opening is None
+            or self.recalled(state).get("repairs", 0) >= repair.MAX_REPAIRS
+            or not loop.executor.is_mutating(call.name)
+        ):
+            return call
+        trials = self._trials
+
+        def attempt(change: ConstrainedCall) -> Trial | None:
+            refusal = loop.refusal(state, tool_request(change.name, change.arguments))
+            if refusal is not None:
+                return Trial(passed=False, report=refusal, made=False)
+            return trials.try_change(change.name, change.arguments, check.name, check.arguments)
+
+        if loop.refusal(state, call) is not None:
+            return call  # refused as it is: the model hears why
+        own = attempt(ConstrainedCall(call.name, call.arguments))
+        if own is None or own.passed or own.own_fault:
+            return call
+        before = trials.try_before_changes(check.name, check.arguments)
+        if before is None or before.passed or before.own_fault:
+            # The code as it was passes the check too: it does not show the bug, so it cannot
+            # tell a fix from another change (a small model asserted the buggy behaviour).
+            # Or the check is broken itself: nothing the project does can pass it.
+            return call
+        memory = self.memory(state)
+        memory["repairs"] = memory.get("repairs", 0) + 1
+        # the request, and what the tests said of the code as the run found it
+        fresh = state.messages[: state.opening + (2 if started_with_tests(state) else 1)]
+        base, shaped = loop.shape(fresh)
+        if self._schema is None:
+            self._schema = constrained.turn_schema([s for s in specs if s.mutating], answer=False)
+        schema = self._schema
+
+        def ask(options: Mapping[str, Any]) -> str:
+            request = replace(base, options=options, response_schema=schema)
+            result = loop.ask(state, request, shaped, by=self.name)
+            return str(result.message.get("content") or "")
+
+        tool_names = frozenset(spec.name for spec in specs)
+        samples = repair.sample_changes(ask, base.options, tool_names)
+        tried = {tool_request(call.name, call.arguments).signature}
+        tried.update(
+            tool_request(e.name, e.arguments).signature
+            for e in state.events
+            if loop.executor.is_mutating(e.name)
+        )
+        found = repair.pick(samples, attempt, own, stuck=own.report == check.error, tried=tried)
+        if found.error is not None:
+            loop.note(state, f"could not ask the model for other changes: {found.error}")
+        if found.call is None:
+            return call
+        if found.passes:
+            loop.note(
+                state,
+                f"the model's change failed its own check; of {found.drawn} other changes it "
+                "wrote from a fresh start, this one passes that check",
+            )
+        else:
+            loop.note(
+                state,
+                f"the model kept sending a change its own check fails the same way; none of "
+                f"{found.drawn} other changes it wrote from a fresh start passes that check, "
+                "this one changes what the check reports as most of them do",
+            )
+        return tool_request(found.call.name, found.call.arguments, None, call.source)

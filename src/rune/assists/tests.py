@@ -1,0 +1,118 @@
+"""Tests drive the loop: the project's tests a request names, run by the loop itself.
+
+The composition root's ``auto_checks`` gives a request its :class:`rune.tools.spec.AutoCheck`
+(the tests it names), or None. Then the loop runs them before the first model call (the model
+starts from the failure) and again after each applied change, without a model turn; a run whose
+tests failed at the start ends when they pass, with Rune's "Fixed: ..." answer. When the request
+says the tests are right, a change to a test file is refused (``AutoCheck.refusal``).
+"""
+
+from __future__ import annotations
+
+from rune import events as ev
+from rune.calls import tool_request
+from rune.errors import RuneError, TestsNotRun
+from rune.messages import OperatorResponse, ToolRequest
+from rune.runtime.assist import Assist, Loop
+from rune.runtime.breaker import LOOP_SOURCE
+from rune.state import LoopState
+from rune.tools.spec import AutoCheck, AutoChecks
+
+__all__ = ["TestDriven", "started_with_tests"]
+
+
+def started_with_tests(state: LoopState) -> bool:
+    """Whether the loop ran the tests before the first model call of this run."""
+    return any(e.source == LOOP_SOURCE and e.iteration == 0 for e in state.events)
+
+
+class TestDriven(Assist):
+    """Runs the tests a request names, before the model starts and after each change."""
+
+    name = "tests"
+    __test__ = False  # not a pytest class, whatever its name says
+
+    def __init__(self, auto_checks: AutoChecks) -> None:
+        self._auto_checks = auto_checks
+        self._by_request: dict[str, AutoCheck | None] = {}
+
+    def check(self, state: LoopState) -> AutoCheck | None:
+        """The check the loop runs itself for the request that opened this run, if any."""
+        if state.opening is None:
+            return None
+        request = str(state.messages[state.opening].get("content") or "")
+        if request not in self._by_request:
+            self._by_request[request] = self._auto_checks(request)
+        return self._by_request[request]
+
+    def start(self, loop: Loop, state: LoopState) -> None:
+        auto = self.check(state)
+        if auto is not None:
+            self._run(loop, state, auto, after_change=False)
+
+    def refusal(self, loop: Loop, state: LoopState, request: ToolRequest) -> str | None:
+        auto = self.check(state)
+        if auto is None or auto.refusal is None or not loop.executor.is_mutating(request.name):
+            return None
+        return auto.refusal(request.arguments)
+
+    def after_calls(self, loop: Loop, state: LoopState) -> OperatorResponse | None:
+        """When a change was applied since the tests last ran, run them again; a run whose
+        tests failed at the start ends when they pass."""
+        auto = self.check(state)
+        if auto is None or not started_with_tests(state):
+            return None
+        last = max((n for n, e in enumerate(state.events) if e.source == LOOP_SOURCE), default=-1)
+        changed = [
+            e
+            for e in state.events[last + 1 :]
+            if e.status == "done" and loop.executor.is_mutating(e.name)
+        ]
+        if not changed:
+            return None
+        passed = self._run(loop, state, auto, after_change=True)
+        first = next((e for e in state.events if e.source == LOOP_SOURCE), None)
+        if not passed or first is None or first.status == "done":
+            return None
+        return loop.finished(state, self._fixed_summary(loop, state, auto))
+
+    def _run(self, loop: Loop, state: LoopState, auto: AutoCheck, *, after_change: bool) -> bool:
+        """Run the tests as a call of the loop's own: its event is sent and recorded, and the
+        model reads its result. Whether they passed. Before the first model call, a run that
+        could not run the tests at all (none found, no runner for them) is only said to the
+        user, and the loop goes on without them (:func:`started_with_tests`)."""
+        request = tool_request(auto.tool, auto.arguments, None, LOOP_SOURCE)
+        try:
+            output, error = loop.executor.run(request.name, request.arguments), None
+        except TestsNotRun as err:
+            if not after_change:
+                loop.note(state, f"Rune could not run {auto.what} itself: {err}")
+                return False
+            output, error = None, str(err)
+        except Exception as err:
+            output, error = None, str(err) if isinstance(err, RuneError) else repr(err)
+        passed = error is None
+        # (sent once the result is known: a start that ran no test shows no tool line)
+        loop.emit(ev.ToolStarted(request, state.iterations_used))
+        event = loop.tool_event(
+            state, request, "done" if passed else "failed", output=output, error=error
+        )
+        state.events.append(event)
+        loop.emit(ev.ToolFinished(event))
+        when = "after your change" if after_change else "before you start"
+        state.messages.append(
+            {"role": "user", "content": f"Rune ran {auto.what} {when}:\n{output or error}"}
+        )
+        return passed
+
+    def _fixed_summary(self, loop: Loop, state: LoopState, auto: AutoCheck) -> str:
+        """The answer Rune writes when the tests that failed pass after the model's change."""
+        files: list[str] = []
+        for event in state.events:
+            path = event.arguments.get("path") if event.status == "done" else None
+            mutating = loop.executor.is_mutating(event.name)
+            if mutating and isinstance(path, str) and path not in files:
+                files.append(path)
+        last = state.events[-1]
+        changed = f" after the change to {', '.join(files)}" if files else ""
+        return f"Fixed: {auto.what} failed before and pass now{changed} ({last.output})."

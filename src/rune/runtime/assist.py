@@ -1,0 +1,113 @@
+"""The seam for small-model help: an :class:`Assist` is called by the loop at fixed points.
+
+The loop (:class:`rune.runtime.runner.Runner`) runs every assist it was given, in order, at:
+
+- ``start``: before the first model call of a run that starts on a request;
+- ``answer_allowed``: the turn's schema (whether the next turn may be the final answer);
+- ``refusal``: before a change is prepared (why it may not be made);
+- ``after_result``: a call's result (text to add to what the model reads);
+- ``after_calls``: after the calls of a turn ran (it may end the run);
+- ``before_answer``: the model's final answer (a message that sends it back instead);
+- ``replace_call``: the one call of a turn, before it runs (another call in its place).
+
+An assist keeps what it must remember across a pause in ``state.assists[name]`` (sealed with
+the pending state); the rest of the loop's state is the loop's. What an assist may ask of the
+loop is :class:`Loop`: its model calls go through :meth:`Loop.ask`, so the context budget and
+the events see them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from rune import events as ev
+from rune.messages import ChatResult, Message, OperatorResponse, ToolEvent, ToolRequest, ToolStatus
+from rune.runtime.chat import ChatRequest, ShapedRequest
+from rune.runtime.protocol import ToolProtocol
+from rune.state import LoopState
+from rune.tools.spec import Executor
+
+__all__ = ["Assist", "Loop"]
+
+
+class Loop(Protocol):
+    """What the loop offers an assist."""
+
+    @property
+    def executor(self) -> Executor: ...
+
+    def protocol_of(self, state: LoopState) -> ToolProtocol: ...
+
+    def emit(self, event: ev.LoopEvent) -> None: ...
+
+    def note(self, state: LoopState, warning: str) -> None:
+        """A warning: kept with the response and sent as an event."""
+        ...
+
+    def tool_event(
+        self,
+        state: LoopState,
+        request: ToolRequest,
+        status: ToolStatus,
+        *,
+        output: str | None = None,
+        error: str | None = None,
+    ) -> ToolEvent: ...
+
+    def refusal(self, state: LoopState, request: ToolRequest) -> str | None:
+        """Why an assist forbids the change ``request``, or None."""
+        ...
+
+    def finished(self, state: LoopState, text: str) -> OperatorResponse:
+        """The run's end with ``text`` as its answer."""
+        ...
+
+    def shape(self, messages: Sequence[Message]) -> tuple[ChatRequest, ShapedRequest]:
+        """A request of ``messages`` alone (no tools), fitted as the loop's own are."""
+        ...
+
+    def ask(
+        self, state: LoopState, request: ChatRequest, shaped: ShapedRequest, *, by: str
+    ) -> ChatResult:
+        """A model call an assist makes (``by``: its name), seen by the budget and the events."""
+        ...
+
+
+class Assist:
+    """Small-model help; every hook does nothing unless a subclass says otherwise."""
+
+    #: its namespace in ``LoopState.assists``
+    name = "assist"
+
+    def start(self, loop: Loop, state: LoopState) -> None:
+        return None
+
+    def answer_allowed(self, loop: Loop, state: LoopState) -> bool:
+        return True
+
+    def refusal(self, loop: Loop, state: LoopState, request: ToolRequest) -> str | None:
+        return None
+
+    def after_result(
+        self, loop: Loop, state: LoopState, request: ToolRequest, status: ToolStatus
+    ) -> str:
+        return ""
+
+    def after_calls(self, loop: Loop, state: LoopState) -> OperatorResponse | None:
+        return None
+
+    def before_answer(self, loop: Loop, state: LoopState) -> str | None:
+        return None
+
+    def replace_call(self, loop: Loop, state: LoopState, call: ToolRequest) -> ToolRequest:
+        return call
+
+    # --- its state ----------------------------------------------------------------------
+
+    def memory(self, state: LoopState) -> dict[str, Any]:
+        """This assist's namespace of the loop state (JSON values: it is sealed on a pause)."""
+        return state.assists.setdefault(self.name, {})
+
+    def recalled(self, state: LoopState) -> Mapping[str, Any]:
+        return state.assists.get(self.name, {})

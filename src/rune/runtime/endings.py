@@ -1,0 +1,72 @@
+"""How a run ends: the :class:`OperatorResponse` that carries the loop's state out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rune import outcome
+from rune.errors import RuneError
+from rune.messages import OperatorResponse
+from rune.state import LoopState
+from rune.tools.spec import ToolSpec
+
+__all__ = ["Endings", "tool_kinds"]
+
+
+def tool_kinds(specs: Sequence[ToolSpec]) -> outcome.ToolKinds:
+    """Which tools change files, run commands, check: what :mod:`rune.outcome` reads."""
+    return outcome.ToolKinds(
+        changes=frozenset(s.name for s in specs if s.mutating and not (s.command or s.checks)),
+        commands=frozenset(s.name for s in specs if s.command),
+        checks=frozenset(s.name for s in specs if s.checks),
+    )
+
+
+class Endings:
+    """The responses of one loop: an answer, a failure, a pause; each with the budget, the
+    history, the events and the warnings so far."""
+
+    def __init__(self, max_iterations: int, specs: Sequence[ToolSpec]) -> None:
+        self.max_iterations = max_iterations
+        self.kinds = tool_kinds(specs)
+
+    def respond(self, state: LoopState, **fields: Any) -> OperatorResponse:
+        fields.setdefault("events", tuple(state.events))
+        return OperatorResponse(
+            iterations_used=state.iterations_used,
+            iteration_budget=self.max_iterations,
+            messages=tuple(state.messages),
+            thinking=state.thinking,
+            protocol=state.protocol,
+            warnings=tuple(state.warnings),
+            evicted=tuple(state.evicted),
+            **fields,
+        )
+
+    def finished(self, state: LoopState, text: str, *, cut_off: bool = False) -> OperatorResponse:
+        """The run's end with ``text`` as its answer (the model's, or an assist's), unfinished
+        as :mod:`rune.outcome` finds it."""
+        reason = outcome.incomplete_reason(outcome.problems(state.events, self.kinds))
+        if cut_off:
+            # The reply stopped at the output cap: what came is not the whole answer.
+            reason = outcome.CUT_OFF if reason is None else f"{reason}; {outcome.CUT_OFF}"
+        return self.respond(
+            state,
+            success=True,
+            text=text,
+            incomplete=reason,
+            changed=outcome.changed(state.events, self.kinds),
+        )
+
+    def failure(self, state: LoopState, error: str, kind: str) -> OperatorResponse:
+        return self.respond(state, success=False, error=error, error_kind=kind)
+
+    def before_loop(self, err: RuneError) -> OperatorResponse:
+        return OperatorResponse(
+            success=False,
+            error=str(err),
+            error_kind=err.kind,
+            iterations_used=0,
+            iteration_budget=self.max_iterations,
+        )

@@ -1,0 +1,201 @@
+"""The three tool protocols (docs/protocols.md): ``native`` tool calls, the ``text-fallback``
+protocol (calls written in the reply, :mod:`rune.fallback`) and the ``constrained`` protocol
+(one JSON object per turn that the server's grammar allows, :mod:`rune.constrained`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from rune import constrained, fallback
+from rune.calls import native_request, tool_request
+from rune.messages import ChatResult, Message, ToolRequest, ToolSource, thaw
+from rune.runtime.chat import ChatRequest
+from rune.runtime.protocol import (
+    ToolProtocol,
+    Turn,
+    Unusable,
+    answer_message,
+    assistant_message,
+    thinking_of,
+    unanswered_calls,
+)
+from rune.state import CONSTRAINED, NATIVE, TEXT_FALLBACK
+from rune.tools.spec import ToolSpec
+from rune.transport.base import DeltaSink
+
+__all__ = [
+    "PROTOCOLS",
+    "ConstrainedProtocol",
+    "NativeProtocol",
+    "TextProtocol",
+    "choose_protocol",
+    "standard_protocol",
+]
+
+#: what ``protocol=`` takes: "auto" is Rune's rule (native when discovery says the model has
+#: tools, else the text fallback; see docs/protocols.md); the others force one protocol
+PROTOCOLS = ("auto", "native", "text", "constrained")
+_FORCED = {"text": TEXT_FALLBACK, "constrained": CONSTRAINED}
+#: the protocol for a model discovery says has tools, and for one it says has none
+_DISCOVERED = {"native": (NATIVE, NATIVE), "auto": (NATIVE, TEXT_FALLBACK)}
+
+
+def choose_protocol(setting: str, supports_tools: Callable[[], bool]) -> str:
+    """The protocol a run of ``setting`` (one of :data:`PROTOCOLS`) uses; ``supports_tools``
+    asks discovery (also for "native": a server that cannot be reached fails here)."""
+    if setting in _FORCED:
+        return _FORCED[setting]
+    with_tools, without = _DISCOVERED[setting]
+    return with_tools if supports_tools() else without
+
+
+class _Tools:
+    """What every protocol knows of the tool set and the transport."""
+
+    def __init__(self, specs: Sequence[ToolSpec], native_source: ToolSource) -> None:
+        self.specs = tuple(specs)
+        self.tool_names = frozenset(spec.name for spec in specs)
+        self.native_source = native_source
+
+    withholds_answer = False
+
+    def result_message(self, request: ToolRequest, content: str, *, ok: bool) -> Message:
+        return answer_message(request, content, ok=ok)
+
+    def text_calls(self, content: str) -> list[ToolRequest]:
+        return _text_requests(fallback.parse_tool_calls(content, self.tool_names))
+
+    def turn_message(self, call: ToolRequest) -> Message | None:
+        return None
+
+
+class NativeProtocol(_Tools):
+    """Structured ``tool_calls``; calls a model wrote into its text anyway are salvaged."""
+
+    name = NATIVE
+
+    def __init__(self, specs: Sequence[ToolSpec], native_source: ToolSource) -> None:
+        super().__init__(specs, native_source)
+        self._schemas = tuple(spec.schema() for spec in specs)
+
+    def prompt(self) -> str | None:
+        return None
+
+    def request(self, base: ChatRequest, *, answer: bool, sink: DeltaSink) -> ChatRequest:
+        return replace(base, tools=self._schemas)
+
+    def read_turn(self, result: ChatResult) -> Turn:
+        stored = assistant_message(result)
+        native_calls = result.message.get("tool_calls") or ()
+        if native_calls:
+            stored["tool_calls"] = [thaw(c) for c in native_calls]
+            calls = tuple(native_request(c, self.native_source) for c in native_calls)
+            return Turn(stored, calls=calls, thinking=thinking_of(result))
+        parsed = fallback.parse_tool_calls(str(stored["content"]), self.tool_names)
+        thinking = thinking_of(result) or parsed.thinking or None
+        if parsed.calls:
+            return Turn(stored, calls=tuple(_text_requests(parsed)), thinking=thinking)
+        # A reply that tried to write a call as text and failed is still the answer here:
+        # native tool calls are this protocol's way to call.
+        return Turn(stored, answer=parsed.visible_text, thinking=thinking)
+
+    def unanswered_calls(self, history: Sequence[Message]) -> list[ToolRequest]:
+        return unanswered_calls(history, self.native_source, self.text_calls)
+
+
+class TextProtocol(_Tools):
+    """Calls written in the reply as the runtime's prompt shows (:mod:`rune.fallback`)."""
+
+    name = TEXT_FALLBACK
+
+    def prompt(self) -> str | None:
+        return fallback.fallback_prompt(self.specs)
+
+    def request(self, base: ChatRequest, *, answer: bool, sink: DeltaSink) -> ChatRequest:
+        return base
+
+    def read_turn(self, result: ChatResult) -> Turn:
+        stored = assistant_message(result)
+        parsed = fallback.parse_tool_calls(str(stored["content"]), self.tool_names)
+        thinking = thinking_of(result) or parsed.thinking or None
+        if parsed.calls:
+            return Turn(stored, calls=tuple(_text_requests(parsed)), thinking=thinking)
+        if parsed.error is not None:
+            # A reply that tried to call a tool and failed to parse: tell the model how.
+            feedback = (
+                f"Your tool call could not be used: {parsed.error}. "
+                f"{fallback.expected_format_hint()}"
+            )
+            unusable = Unusable(feedback, "tool call", "<unparsed tool call>" + parsed.error)
+            return Turn(stored, unusable=unusable, thinking=thinking)
+        return Turn(stored, answer=parsed.visible_text, thinking=thinking)
+
+    def unanswered_calls(self, history: Sequence[Message]) -> list[ToolRequest]:
+        return unanswered_calls(history, self.native_source, self.text_calls)
+
+
+class ConstrainedProtocol(_Tools):
+    """One JSON object per turn, constrained by the server's grammar (:mod:`rune.constrained`)."""
+
+    name = CONSTRAINED
+    withholds_answer = True
+
+    def __init__(self, specs: Sequence[ToolSpec], native_source: ToolSource) -> None:
+        super().__init__(specs, native_source)
+        self._turn_schema = constrained.turn_schema(specs)
+        self._unanswerable_schema = constrained.turn_schema(specs, answer=False)
+
+    def prompt(self) -> str | None:
+        return constrained.constrained_prompt(self.specs)
+
+    def request(self, base: ChatRequest, *, answer: bool, sink: DeltaSink) -> ChatRequest:
+        schema: Mapping[str, Any] = self._turn_schema if answer else self._unanswerable_schema
+        return replace(base, response_schema=schema, on_delta=constrained.TurnStream(sink))
+
+    def read_turn(self, result: ChatResult) -> Turn:
+        stored = assistant_message(result)
+        turn = constrained.parse_turn(str(stored["content"]), self.tool_names)
+        thinking = thinking_of(result)
+        if turn.call is not None:
+            return Turn(stored, calls=(_constrained_request(turn.call),), thinking=thinking)
+        if turn.answer is not None:
+            return Turn(stored, answer=turn.answer, thinking=thinking)
+        error = turn.error or "the reply could not be read"
+        if result.done_reason == "length":
+            error += "; the reply hit the output token limit"
+        feedback = f"Your reply could not be used: {error}. {constrained.format_hint()}"
+        unusable = Unusable(feedback, "reply", "<unusable reply>" + error)
+        return Turn(stored, unusable=unusable, thinking=thinking)
+
+    def turn_message(self, call: ToolRequest) -> Message | None:
+        reply = constrained.reply(constrained.ConstrainedCall(call.name, call.arguments))
+        return {"role": "assistant", "content": reply}
+
+    def calls_in(self, content: str) -> list[ToolRequest]:
+        turn = constrained.parse_turn(content, self.tool_names)
+        return [_constrained_request(turn.call)] if turn.call is not None else []
+
+    def unanswered_calls(self, history: Sequence[Message]) -> list[ToolRequest]:
+        return unanswered_calls(history, self.native_source, self.calls_in)
+
+
+def standard_protocol(
+    name: str, specs: Sequence[ToolSpec], native_source: ToolSource
+) -> ToolProtocol:
+    """The protocol a loop state names (``LoopState.protocol``)."""
+    kinds: dict[str, type[NativeProtocol | TextProtocol | ConstrainedProtocol]] = {
+        NATIVE: NativeProtocol,
+        TEXT_FALLBACK: TextProtocol,
+        CONSTRAINED: ConstrainedProtocol,
+    }
+    return kinds[name](specs, native_source)
+
+
+def _constrained_request(call: constrained.ConstrainedCall) -> ToolRequest:
+    return tool_request(call.name, call.arguments, None, "constrained")
+
+
+def _text_requests(parsed: fallback.ParseOutcome) -> list[ToolRequest]:
+    return [tool_request(c.name, c.arguments, None, "text-fallback") for c in parsed.calls]
