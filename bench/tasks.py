@@ -37,6 +37,7 @@ from typing import Any
 
 from rune import events as ev
 from rune.app import BackendChoice, auto_approves
+from rune.assists import ASSIST_NAMES
 from rune.catalog import find, pulled_path
 from rune.embedded import EmbeddedLlamaServer
 from rune.model_check import Runnable
@@ -150,6 +151,7 @@ def run_task(task: Task, args: argparse.Namespace, transport: FreshStart, model:
         tools=offered,
         prepare=ablate,
         judge=judge,
+        without_assists=frozenset(args.without_assist),
     )
     return Outcome(
         task.suite, task.name, result.fixed, result.outcome == "done", result.steps,
@@ -207,6 +209,13 @@ def main() -> None:
     )
     parser.add_argument(
         "--without-files", action="store_true", help="ablation: no files in the context"
+    )
+    parser.add_argument(
+        "--without-assist",
+        action="append",
+        default=[],
+        choices=ASSIST_NAMES,
+        help="ablation: leave out a small-model assist (rune.assists)",
     )
     parser.add_argument(
         "--no-prompt-cache",

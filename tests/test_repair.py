@@ -4,13 +4,16 @@ the model's fresh-start alternatives put in place of a change its own failed che
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from rune import events as ev
 from rune.errors import ServerError
-from rune.local_tool_runtime import LocalToolRuntime, repeat_message
+from rune.local_tool_runtime import LocalToolRuntime, ShapedRequest, repeat_message
+from rune.messages import ChatResult, Message
 from rune.repair import FIRST_SEED, MAX_REPAIRS, SAMPLES, TEMPERATURE
 from rune.state import PendingState
 from rune.tool_executor import SandboxPolicy, ToolExecutor
@@ -174,6 +177,49 @@ def test_a_change_the_failed_check_rejects_gives_way_to_a_sample_that_passes(ws:
     assert json.loads(replies[2]["content"])["arguments"]["code"] == FIXED
     assert any("this one passes that check" in w for w in resp.warnings)
     assert resp.iterations_used == 5  # samples belong to the step they repair
+
+
+class CountingShaper:
+    """A shaper that fits nothing and counts what it is shown: what a budget would see."""
+
+    def __init__(self) -> None:
+        self.shaped: list[int] = []
+        self.observed = 0
+
+    def shape(
+        self, model: str, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] = ()
+    ) -> ShapedRequest:
+        self.shaped.append(len(messages))
+        return ShapedRequest(messages)
+
+    def observe(self, shaped: ShapedRequest, result: ChatResult) -> None:
+        self.observed += 1
+
+
+def test_the_samples_are_model_calls_the_budget_and_the_events_see(ws: Path) -> None:
+    transport = ScriptedTransport(
+        [
+            *(change(TIMES), check(), change(TIMES)),
+            *(change(TIMES), change(PLUS_ONE), change(FIXED)),  # the samples
+            *(check(), turn(answer="add() adds.")),
+        ]
+    )
+    shaper, seen = CountingShaper(), list[ev.LoopEvent]()
+    runtime = LocalToolRuntime(
+        transport,
+        executor(ws),
+        model="m",
+        protocol="constrained",
+        shaper=shaper,
+        on_event=seen.append,
+    )
+    resp = approve_all(runtime, runtime.run(TASK))
+    assert resp.success and sampled(transport) == [3, 4, 5]
+    calls = [(e.assist, e.iteration) for e in seen if isinstance(e, ev.AssistModelCall)]
+    assert calls == [("repair", 3)] * 3
+    # every model call's prompt is observed, the samples' too (shaped once: one fresh start)
+    assert shaper.observed == len(transport.requests) == 8
+    assert len(shaper.shaped) == 5 + 1 and shaper.shaped[3] == 2  # the system prompt, the task
 
 
 def test_no_sample_is_drawn_without_a_failed_check_or_for_a_change_that_passes(ws: Path) -> None:

@@ -663,12 +663,14 @@ def build_operator(
     tools: Any = None,
     mcp: Any = None,
     can_ask: bool = False,
+    without_assists: frozenset[str] = frozenset(),
 ) -> Any:
     """The operator ``rune run`` drives for ``settings`` on ``transport``: the sandboxed
-    tools, the generation options and the tool protocol (also used by ``bench/tasks.py``,
-    which shares one model server between tasks). ``tools`` replaces the built-in tool set
-    (the benchmark's ablations); ``mcp`` (an ``McpManager``, :func:`mcp_servers`) adds its
-    servers' tools; ``can_ask``: see :func:`open_rune`."""
+    tools, the generation options, the tool protocol and the small-model help (also used by
+    ``bench/tasks.py``, which shares one model server between tasks). ``tools`` replaces the
+    built-in tool set and ``without_assists`` names assists to leave out (the benchmark's
+    ablations); ``mcp`` (an ``McpManager``, :func:`mcp_servers`) adds its servers' tools;
+    ``can_ask``: see :func:`open_rune`."""
     from rune.operator import RuneOperator
     from rune.sessions.changes import ChangeLog
 
@@ -682,13 +684,7 @@ def build_operator(
         changes=changes,
         ask_reads=can_ask,
     )
-    auto_checks = None
-    if settings.auto_tests and any(spec.name == RUN_TESTS.spec.name for spec in executor.specs()):
-        workspace = executor.workspace
-
-        def auto_checks(request: str) -> AutoCheck | None:
-            return auto_check(request, workspace, policy)
-
+    assists = assists_for(settings, executor, without=without_assists)
     if mcp is not None:
         from rune.tools.mcp.executor import CombinedExecutor, McpExecutor
 
@@ -704,7 +700,7 @@ def build_operator(
         options=_generation_options(settings, choice),
         on_event=on_event,
         protocol=protocol_for(settings, choice),
-        auto_checks=auto_checks,
+        assists=assists,
         max_budgets=settings.max_budgets,
     )
 
@@ -721,6 +717,25 @@ def _generation_options(settings: Settings, choice: BackendChoice) -> dict[str, 
     if settings.seed is not None:
         options["seed"] = settings.seed
     return options or None
+
+
+def assists_for(
+    settings: Settings, executor: ToolExecutor, *, without: frozenset[str] = frozenset()
+) -> list[Any]:
+    """The small-model help the loop runs (:mod:`rune.assists`): every assist but those named
+    in ``without``; the tests a request names when ``auto_tests`` is on and the executor can
+    run tests, and the sampled repair, which tries changes with the built-in ``executor``
+    (an MCP server's tools are never tried)."""
+    from rune.assists import standard_assists
+
+    auto_checks = None
+    if settings.auto_tests and any(spec.name == RUN_TESTS.spec.name for spec in executor.specs()):
+        workspace, policy = executor.workspace, executor.policy
+
+        def auto_checks(request: str) -> AutoCheck | None:
+            return auto_check(request, workspace, policy)
+
+    return standard_assists(auto_checks=auto_checks, trials=executor, without=without)
 
 
 def protocol_for(settings: Settings, choice: BackendChoice) -> str:

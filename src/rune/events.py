@@ -77,6 +77,16 @@ class ModelCallFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class AssistModelCall:
+    """An assist (``rune.assists``) is about to make a model call of its own, outside the step
+    count: ``assist`` names it (``repair``: drawing another change), during step
+    ``iteration``."""
+
+    assist: str
+    iteration: int
+
+
+@dataclass(frozen=True, slots=True)
 class BudgetRenewed:
     """The last budget of turns ran out after it made a change: a fresh one starts, ``budget``
     of ``budgets`` for this task (``step 1/8 · budget 2/3``)."""
@@ -95,6 +105,7 @@ LoopEvent = (
     | ApprovalRequired
     | Warning
     | ModelCallFinished
+    | AssistModelCall
     | BudgetRenewed
 )
 EventSink = Callable[[LoopEvent], None]

@@ -175,11 +175,13 @@ def run_task(
     tools: Any = None,
     prepare: Callable[[Any], None] | None = None,
     judge: Callable[[Path], bool] | None = None,
+    without_assists: frozenset[str] = frozenset(),
 ) -> TaskOutcome:
     """Run ``task`` through Rune in a new temp directory and check it. ``flags`` are settings
     over the user's (``protocol``, ``max_iterations``...); the workspace is the temp directory
-    and it is the only place Rune may write. ``prepare`` sees the operator before the run;
-    ``judge`` says whether the workspace is fixed afterwards (default: the task's check)."""
+    and it is the only place Rune may write. ``without_assists`` names small-model help to
+    leave out (:mod:`rune.assists`). ``prepare`` sees the operator before the run; ``judge``
+    says whether the workspace is fixed afterwards (default: the task's check)."""
     with tempfile.TemporaryDirectory(prefix=f"rune-task-{task.name}-") as scratch:
         workspace = Path(scratch) / "project"
         workspace.mkdir()
@@ -198,7 +200,15 @@ def run_task(
             on_event(event)
 
         watched = watched_transport(transport, note)
-        operator = build_operator(settings, choice, watched, model, on_event=note, tools=tools)
+        operator = build_operator(
+            settings,
+            choice,
+            watched,
+            model,
+            on_event=note,
+            tools=tools,
+            without_assists=without_assists,
+        )
         if prepare is not None:
             prepare(operator)
         started = time.perf_counter()

@@ -92,6 +92,8 @@ class JsonEmitter:
                     tokens=tokens,
                     prompt_tokens=prompt,
                 )
+            case ev.AssistModelCall(assist=assist, iteration=n):
+                self.emit("assist_call", assist=assist, iteration=n)
             case ev.ToolStarted(request=request, iteration=n):
                 arguments = dict(request.arguments)
                 self.emit(

@@ -44,6 +44,7 @@ from rune.operator.blocks import (
 )
 from rune.operator.budget import ContextBudget, split_system
 from rune.operator.repo_map import map_block
+from rune.runtime.assist import Assist
 from rune.sessions import journal
 from rune.sessions.store import Session, pending_record
 from rune.state import PendingState
@@ -97,6 +98,7 @@ class RuneOperator:
         protocol: str = "auto",
         auto_checks: AutoChecks | None = None,
         max_budgets: int = 1,
+        assists: Sequence[Assist] | None = None,
     ) -> None:
         if not 1 <= max_budgets <= MAX_BUDGETS:
             raise ConfigError(f"max_budgets must be between 1 and {MAX_BUDGETS}, got {max_budgets}")
@@ -126,6 +128,7 @@ class RuneOperator:
             on_event=self._on_loop_event,
             protocol=protocol,
             auto_checks=auto_checks,
+            assists=assists,
         )
         self.contributors: list[Contributor] = [
             self._contributor_system,

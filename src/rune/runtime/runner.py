@@ -290,6 +290,7 @@ class Runner(Calls):
     def ask(
         self, state: LoopState, request: ChatRequest, shaped: ShapedRequest, *, by: str
     ) -> ChatResult:
+        self.emit(ev.AssistModelCall(by, state.iterations_used))
         result = request.send(self.transport, self.model)
         if self.shaper is not None:
             self.shaper.observe(shaped, result)

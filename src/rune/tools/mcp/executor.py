@@ -22,7 +22,7 @@ from rune.tool_executor import ToolExecutor, check_arguments
 from rune.tools.mcp.client import McpManager, ServerStatus, fingerprint
 from rune.tools.mcp.listing import SEPARATOR, McpTool
 from rune.tools.sandbox import SandboxPolicy
-from rune.tools.spec import PreparedChange, ToolSpec, Trial
+from rune.tools.spec import PreparedChange, ToolSpec
 
 
 def spec_of(tool: McpTool) -> ToolSpec:
@@ -169,17 +169,3 @@ class CombinedExecutor:
 
     def restore_read_grants(self, trees: Sequence[str]) -> None:
         self.builtin.restore_read_grants(trees)
-
-    def try_change(
-        self,
-        name: str,
-        arguments: Mapping[str, Any],
-        check: str,
-        check_args: Mapping[str, Any],
-    ) -> Trial | None:
-        if self.mcp.owns(name) or self.mcp.owns(check):
-            return None
-        return self.builtin.try_change(name, arguments, check, check_args)
-
-    def try_before_changes(self, check: str, check_args: Mapping[str, Any]) -> Trial | None:
-        return None if self.mcp.owns(check) else self.builtin.try_before_changes(check, check_args)
