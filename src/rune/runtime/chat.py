@@ -56,16 +56,10 @@ class ChatRequest:
     response_schema: Mapping[str, Any] | None = field(default=None)
 
     def send(self, transport: Transport, model: str) -> ChatResult:
-        if self.response_schema is None:
+        extra: dict[str, Any] = {}
+        if self.response_schema is not None:
             # Passed only when set, so a Transport written before structured output still works.
-            return transport.chat(
-                model,
-                self.messages,
-                tools=self.tools,
-                think=self.think,
-                options=self.options,
-                on_delta=self.on_delta,
-            )
+            extra["response_schema"] = self.response_schema
         return transport.chat(
             model,
             self.messages,
@@ -73,7 +67,7 @@ class ChatRequest:
             think=self.think,
             options=self.options,
             on_delta=self.on_delta,
-            response_schema=self.response_schema,
+            **extra,
         )
 
     def shaped(self, shaper: RequestShaper | None, model: str) -> tuple[ChatRequest, ShapedRequest]:

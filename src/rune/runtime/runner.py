@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rune import events as ev
-from rune.errors import ConfigError, RuneError, ToolsUnsupported
-from rune.limits import MAX_ITERATIONS, MIN_ITERATIONS
+from rune.errors import RuneError, ToolsUnsupported
+from rune.limits import MAX_ITERATIONS
 from rune.messages import ChatResult, Message, OperatorResponse, ToolRequest, leading_system
 from rune.runtime.assist import Assist
 from rune.runtime.calls import Calls
@@ -28,6 +28,7 @@ from rune.runtime.chat import ChatRequest, RequestShaper, ShapedRequest, transpo
 from rune.runtime.endings import Endings
 from rune.runtime.protocol import ToolProtocol, Turn
 from rune.runtime.protocols import PROTOCOLS, choose_protocol, standard_protocol
+from rune.runtime.settings import check_settings
 from rune.state import NATIVE, TEXT_FALLBACK, LoopState, PendingState, unseal
 from rune.tools.spec import Executor
 from rune.transport.base import Transport
@@ -60,17 +61,7 @@ class Runner(Calls):
         seal_key: bytes | None = None,
         assists: Sequence[Assist] = (),
     ) -> None:
-        if isinstance(max_iterations, bool) or not isinstance(max_iterations, int):
-            raise ConfigError(f"max_iterations must be an integer, got {max_iterations!r}")
-        if not MIN_ITERATIONS <= max_iterations <= MAX_ITERATIONS:
-            raise ConfigError(
-                f"max_iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}, "
-                f"got {max_iterations}"
-            )
-        if isinstance(protocol, str) and protocol not in PROTOCOLS:
-            raise ConfigError(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
-        if seal_key is not None and len(seal_key) < 16:
-            raise ConfigError("seal_key must be at least 16 bytes")
+        check_settings(max_iterations, protocol, seal_key)
         super().__init__(executor, on_event or ev.ignore, seal_key)
         self.protocol = protocol if isinstance(protocol, str) else protocol.name
         self.transport = transport
