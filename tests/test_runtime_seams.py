@@ -69,7 +69,7 @@ class LineProtocol:
         message: Message = {"role": "assistant", "content": content}
         calls = self.calls_in(content)
         if calls:
-            return Turn(message, calls=tuple(calls))
+            return Turn(message, calls=calls)
         if content.startswith("CALL"):
             unusable = Unusable("Write CALL <name> <json>.", "line", "<bad line>" + content)
             return Turn(message, unusable=unusable)

@@ -2,8 +2,8 @@
 
 The loop is :class:`rune.runtime.runner.Runner` (docs/loop.md); the help is the assists of
 :mod:`rune.assists`. ``LocalToolRuntime`` is the runner with the standard assists, built from
-its ``auto_checks`` and, when the executor can try changes (:class:`rune.tools.spec.Trials`),
-the sampled repair; ``assists=`` picks another list (the composition root does).
+its ``auto_checks`` (the sampled repair tries changes with the executor, when it can:
+:class:`rune.tools.spec.Trials`); ``assists=`` picks another list (the composition root does).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from rune.runtime.breaker import BREAKER_THRESHOLD, breaker_message, repeat_mess
 from rune.runtime.chat import RequestShaper, ShapedRequest
 from rune.runtime.runner import PROTOCOLS, Runner
 from rune.runtime.settings import RunnerSettings
-from rune.tools.spec import AutoChecks, Executor, Trials
+from rune.tools.spec import AutoChecks, Executor
 from rune.transport.base import Transport
 
 __all__ = [
@@ -54,8 +54,7 @@ class LocalToolRuntime(Runner):
         **settings: Unpack[RunnerSettings],
     ) -> None:
         if assists is None:
-            trials = executor if isinstance(executor, Trials) else None
-            assists = standard_assists(auto_checks=auto_checks, trials=trials)
+            assists = standard_assists(auto_checks=auto_checks)
         elif auto_checks is not None:
             raise ConfigError("give auto_checks to the tests assist, not beside a list of assists")
         super().__init__(transport, executor, assists=assists, **settings)

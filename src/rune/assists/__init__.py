@@ -34,13 +34,14 @@ def standard_assists(
     trials: Trials | None = None,
     without: frozenset[str] = frozenset(),
 ) -> list[Assist]:
-    """Every assist that has what it needs (the tests need ``auto_checks``, the repair needs
-    ``trials``), but those named in ``without``."""
+    """Every assist that has what it needs (the tests need ``auto_checks``; the repair tries
+    changes with ``trials``, by default the loop's executor when it can), but those named in
+    ``without``."""
     tests = TestDriven(auto_checks) if auto_checks is not None and "tests" not in without else None
     assists: list[Assist | None] = [
         tests,
         CheckBeforeAnswer(tests),
         NudgeAfterFailure(),
-        SampledRepair(trials) if trials is not None else None,
+        SampledRepair(trials),
     ]
     return [a for a in assists if a is not None and a.name not in without]

@@ -33,17 +33,11 @@ class CheckBeforeAnswer(Assist):
 
     def __init__(self, tests: TestDriven | None = None) -> None:
         self._tests = tests
-        self._check_tools: frozenset[str] | None = None
-
-    def _checks(self, loop: Loop) -> frozenset[str]:
-        if self._check_tools is None:
-            self._check_tools = frozenset(s.name for s in loop.executor.specs() if s.checks)
-        return self._check_tools
 
     def after_result(
         self, loop: Loop, state: LoopState, request: ToolRequest, status: ToolStatus
     ) -> str:
-        checks = self._checks(loop)
+        checks = loop.kinds.checks
         if status == "rejected" or not checks or not loop.protocol_of(state).withholds_answer:
             return ""
         if not loop.executor.is_mutating(request.name):
@@ -53,7 +47,7 @@ class CheckBeforeAnswer(Assist):
         return f"\nBefore you answer, run {min(checks)} to check the code as it is now."
 
     def answer_allowed(self, loop: Loop, state: LoopState) -> bool:
-        checks = self._checks(loop)
+        checks = loop.kinds.checks
         if not checks or not loop.protocol_of(state).withholds_answer:
             return True
         for event in reversed(state.events):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from rune import outcome
 from rune.runtime.assist import Assist, Loop
-from rune.runtime.endings import tool_kinds
 from rune.state import LoopState
 
 __all__ = ["NudgeAfterFailure"]
@@ -20,13 +19,8 @@ class NudgeAfterFailure(Assist):
 
     name = "nudge"
 
-    def __init__(self) -> None:
-        self._kinds: outcome.ToolKinds | None = None
-
     def before_answer(self, loop: Loop, state: LoopState) -> str | None:
-        if self._kinds is None:
-            self._kinds = tool_kinds(loop.executor.specs())
-        found = outcome.problems(state.events, self._kinds)
+        found = outcome.problems(state.events, loop.kinds)
         if found and not self.recalled(state).get("nudged") and found[-1].reminds:
             self.memory(state)["nudged"] = True
             return found[-1].reminder()

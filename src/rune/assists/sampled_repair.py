@@ -30,7 +30,8 @@ class SampledRepair(Assist):
 
     name = "repair"
 
-    def __init__(self, trials: Trials) -> None:
+    def __init__(self, trials: Trials | None = None) -> None:
+        #: None: the loop's executor, when it is one (looked at only when a repair may start)
         self._trials = trials
         self._schema: Mapping[str, Any] | None = None
 
@@ -46,6 +47,10 @@ class SampledRepair(Assist):
         ):
             return call
         trials = self._trials
+        if trials is None:
+            if not isinstance(loop.executor, Trials):
+                return call
+            trials = loop.executor
 
         def attempt(change: ConstrainedCall) -> Trial | None:
             refusal = loop.refusal(state, tool_request(change.name, change.arguments))

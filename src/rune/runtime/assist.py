@@ -23,12 +23,13 @@ from typing import Any, Protocol
 
 from rune import events as ev
 from rune.messages import ChatResult, Message, OperatorResponse, ToolEvent, ToolRequest, ToolStatus
+from rune.outcome import ToolKinds
 from rune.runtime.chat import ChatRequest, ShapedRequest
 from rune.runtime.protocol import ToolProtocol
 from rune.state import LoopState
 from rune.tools.spec import Executor
 
-__all__ = ["Assist", "Loop"]
+__all__ = ["Assist", "Hooks", "Loop"]
 
 
 class Loop(Protocol):
@@ -36,6 +37,11 @@ class Loop(Protocol):
 
     @property
     def executor(self) -> Executor: ...
+
+    @property
+    def kinds(self) -> ToolKinds:
+        """What the executor's tools are to :mod:`rune.outcome`."""
+        ...
 
     def protocol_of(self, state: LoopState) -> ToolProtocol: ...
 
@@ -63,12 +69,18 @@ class Loop(Protocol):
         """The run's end with ``text`` as its answer."""
         ...
 
-    def shape(self, messages: Sequence[Message]) -> tuple[ChatRequest, ShapedRequest]:
-        """A request of ``messages`` alone (no tools), fitted as the loop's own are."""
+    def shape(self, messages: Sequence[Message]) -> tuple[ChatRequest, ShapedRequest | None]:
+        """A request of ``messages`` alone (no tools), fitted as the loop's own are (and what
+        the shaper made of it, None without one)."""
         ...
 
     def ask(
-        self, state: LoopState, request: ChatRequest, shaped: ShapedRequest, *, by: str
+        self,
+        state: LoopState,
+        request: ChatRequest,
+        shaped: ShapedRequest | None,
+        *,
+        by: str,
     ) -> ChatResult:
         """A model call an assist makes (``by``: its name), seen by the budget and the events."""
         ...
@@ -111,3 +123,43 @@ class Assist:
 
     def recalled(self, state: LoopState) -> Mapping[str, Any]:
         return state.assists.get(self.name, {})
+
+
+class Hooks:
+    """The assists that take part at each point, in order: an assist that keeps a hook's
+    default is not called there (the loop runs its hooks on every call and every turn)."""
+
+    def __init__(self, assists: Sequence[Assist]) -> None:
+        def at(hook: str) -> tuple[Assist, ...]:
+            return tuple(a for a in assists if hook in _overridden(type(a)))
+
+        self.start = at("start")
+        self.answer_allowed = at("answer_allowed")
+        self.refusal = at("refusal")
+        self.after_result = at("after_result")
+        self.after_calls = at("after_calls")
+        self.before_answer = at("before_answer")
+        self.replace_call = at("replace_call")
+
+
+_HOOKS = (
+    "start",
+    "answer_allowed",
+    "refusal",
+    "after_result",
+    "after_calls",
+    "before_answer",
+    "replace_call",
+)
+
+
+_OVERRIDDEN: dict[type[Assist], frozenset[str]] = {}
+
+
+def _overridden(kind: type[Assist]) -> frozenset[str]:
+    """The hooks an assist class defines itself (looked up once per class)."""
+    if kind not in _OVERRIDDEN:
+        _OVERRIDDEN[kind] = frozenset(
+            h for h in _HOOKS if getattr(kind, h) is not getattr(Assist, h)
+        )
+    return _OVERRIDDEN[kind]

@@ -16,7 +16,7 @@ from rune.calls import is_unusable, unusable_error
 from rune.errors import CommandFailed, RuneError, SandboxDenied, ToolError
 from rune.limits import MAX_CALLS_PER_TURN
 from rune.messages import OperatorResponse, ToolEvent, ToolRequest, ToolStatus
-from rune.runtime.assist import Assist, Loop
+from rune.runtime.assist import Hooks, Loop
 from rune.runtime.breaker import tripped
 from rune.runtime.endings import Endings
 from rune.runtime.protocol import ToolProtocol
@@ -35,12 +35,14 @@ class Calls:
 
     model: str
     max_iterations: int
-    assists: tuple[Assist, ...]
+    hooks: Hooks
     endings: Endings
 
     def __init__(self, executor: Executor, on_event: ev.EventSink, seal_key: bytes | None) -> None:
         self.executor = executor
         self.on_event = on_event
+        #: where every event goes (the sink itself: this is called for every delta)
+        self.emit: ev.EventSink = on_event
         self._seal_key = seal_key
 
     def protocol_of(self, state: LoopState) -> ToolProtocol:
@@ -51,9 +53,6 @@ class Calls:
         # Calls is the half of Runner that answers calls; the Runner is what assists see.
         return cast(Loop, self)
 
-    def emit(self, event: ev.LoopEvent) -> None:
-        self.on_event(event)
-
     def note(self, state: LoopState, warning: str) -> None:
         """A warning: kept with the response and sent as an event."""
         state.warnings.append(warning)
@@ -61,7 +60,7 @@ class Calls:
 
     def refusal(self, state: LoopState, request: ToolRequest) -> str | None:
         """Why an assist forbids the change ``request``, or None."""
-        for assist in self.assists:
+        for assist in self.hooks.refusal:
             refusal = assist.refusal(self._as_loop, state, request)
             if refusal is not None:
                 return refusal
@@ -187,7 +186,7 @@ class Calls:
         exit_code: int | None = None,
     ) -> None:
         """A call's end: ``result`` answers it, its event is recorded and sent."""
-        for assist in self.assists:
+        for assist in self.hooks.after_result:
             result += assist.after_result(self._as_loop, state, request, status)
         self._answer_call(state, request, result, ok=status == "done")
         event = self.tool_event(

@@ -9,7 +9,7 @@ is the one place that calls ``chat``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rune.errors import RuneError
@@ -44,16 +44,18 @@ class RequestShaper(Protocol):
     def observe(self, shaped: ShapedRequest, result: ChatResult) -> None: ...
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ChatRequest:
-    """The arguments of one ``Transport.chat`` call, but the model."""
+    """The arguments of one ``Transport.chat`` call, but the model. A value: nothing changes
+    one once built (not frozen only because a frozen dataclass is slow to build, and one is
+    built for every model call)."""
 
     messages: Sequence[Message]
     tools: Sequence[Mapping[str, Any]] | None = None
     think: bool | None = None
     options: Mapping[str, Any] | None = None
     on_delta: DeltaSink | None = None
-    response_schema: Mapping[str, Any] | None = field(default=None)
+    response_schema: Mapping[str, Any] | None = None
 
     def send(self, transport: Transport, model: str) -> ChatResult:
         extra: dict[str, Any] = {}
@@ -70,21 +72,23 @@ class ChatRequest:
             **extra,
         )
 
-    def shaped(self, shaper: RequestShaper | None, model: str) -> tuple[ChatRequest, ShapedRequest]:
-        """This request with its messages and options as ``shaper`` fits them (as they are
-        without one), and what the shaper returned (for ``observe``)."""
+    def shaped(
+        self, shaper: RequestShaper | None, model: str
+    ) -> tuple[ChatRequest, ShapedRequest | None]:
+        """This request with its messages and options as ``shaper`` fits them, and what the
+        shaper returned (for its ``observe``); without a shaper, this request as it is."""
         if shaper is None:
-            shaped = ShapedRequest(self.messages, self.options)
-        else:
-            shaped = shaper.shape(model, self.messages, self.tools or ())
-        return ChatRequest(
+            return self, None
+        shaped = shaper.shape(model, self.messages, self.tools or ())
+        fitted = ChatRequest(
             shaped.messages,
             self.tools,
             self.think,
             shaped.options,
             self.on_delta,
             self.response_schema,
-        ), shaped
+        )
+        return fitted, shaped
 
 
 def transport_failure(err: Exception) -> RuneError:

@@ -11,7 +11,7 @@ Switching protocols mid-run (native calls refused by the server: the text fallba
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from rune import fallback
@@ -45,13 +45,14 @@ class Unusable:
     signature: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Turn:
     """One assistant turn as a protocol reads it: the message to record, and its calls, or its
-    answer, or why it cannot be used. ``thinking``: the turn's thinking, when it has some."""
+    answer, or why it cannot be used. ``thinking``: the turn's thinking, when it has some.
+    (A value, not frozen only because one is built for every model call.)"""
 
     message: Message
-    calls: tuple[ToolRequest, ...] = ()
+    calls: list[ToolRequest] = field(default_factory=list)
     answer: str | None = None
     unusable: Unusable | None = None
     thinking: str | None = None

@@ -31,6 +31,7 @@ __all__ = [
     "NativeProtocol",
     "TextProtocol",
     "choose_protocol",
+    "likely_protocol",
     "standard_protocol",
 ]
 
@@ -40,6 +41,11 @@ PROTOCOLS = ("auto", "native", "text", "constrained")
 _FORCED = {"text": TEXT_FALLBACK, "constrained": CONSTRAINED}
 #: the protocol for a model discovery says has tools, and for one it says has none
 _DISCOVERED = {"native": (NATIVE, NATIVE), "auto": (NATIVE, TEXT_FALLBACK)}
+
+
+def likely_protocol(setting: str) -> str:
+    """The protocol a run of ``setting`` uses unless discovery says otherwise."""
+    return _FORCED.get(setting, NATIVE)
 
 
 def choose_protocol(setting: str, supports_tools: Callable[[], bool]) -> str:
@@ -61,8 +67,7 @@ class _Tools:
 
     withholds_answer = False
 
-    def result_message(self, request: ToolRequest, content: str, *, ok: bool) -> Message:
-        return answer_message(request, content, ok=ok)
+    result_message = staticmethod(answer_message)
 
     def text_calls(self, content: str) -> list[ToolRequest]:
         return _text_requests(fallback.parse_tool_calls(content, self.tool_names))
@@ -84,19 +89,27 @@ class NativeProtocol(_Tools):
         return None
 
     def request(self, base: ChatRequest, *, answer: bool, sink: DeltaSink) -> ChatRequest:
-        return replace(base, tools=self._schemas)
+        # (built, not replace()d: this runs on every model call)
+        return ChatRequest(
+            base.messages,
+            self._schemas,
+            base.think,
+            base.options,
+            base.on_delta,
+            base.response_schema,
+        )
 
     def read_turn(self, result: ChatResult) -> Turn:
         stored = assistant_message(result)
         native_calls = result.message.get("tool_calls") or ()
         if native_calls:
             stored["tool_calls"] = [thaw(c) for c in native_calls]
-            calls = tuple(native_request(c, self.native_source) for c in native_calls)
-            return Turn(stored, calls=calls, thinking=thinking_of(result))
+            calls = [native_request(c, self.native_source) for c in native_calls]
+            return Turn(stored, calls, thinking=thinking_of(result))
         parsed = fallback.parse_tool_calls(str(stored["content"]), self.tool_names)
         thinking = thinking_of(result) or parsed.thinking or None
         if parsed.calls:
-            return Turn(stored, calls=tuple(_text_requests(parsed)), thinking=thinking)
+            return Turn(stored, calls=_text_requests(parsed), thinking=thinking)
         # A reply that tried to write a call as text and failed is still the answer here:
         # native tool calls are this protocol's way to call.
         return Turn(stored, answer=parsed.visible_text, thinking=thinking)
@@ -121,7 +134,7 @@ class TextProtocol(_Tools):
         parsed = fallback.parse_tool_calls(str(stored["content"]), self.tool_names)
         thinking = thinking_of(result) or parsed.thinking or None
         if parsed.calls:
-            return Turn(stored, calls=tuple(_text_requests(parsed)), thinking=thinking)
+            return Turn(stored, calls=_text_requests(parsed), thinking=thinking)
         if parsed.error is not None:
             # A reply that tried to call a tool and failed to parse: tell the model how.
             feedback = (
@@ -159,7 +172,7 @@ class ConstrainedProtocol(_Tools):
         turn = constrained.parse_turn(str(stored["content"]), self.tool_names)
         thinking = thinking_of(result)
         if turn.call is not None:
-            return Turn(stored, calls=(_constrained_request(turn.call),), thinking=thinking)
+            return Turn(stored, calls=[_constrained_request(turn.call)], thinking=thinking)
         if turn.answer is not None:
             return Turn(stored, answer=turn.answer, thinking=thinking)
         error = turn.error or "the reply could not be read"

@@ -22,12 +22,12 @@ from rune import events as ev
 from rune.errors import RuneError, ToolsUnsupported
 from rune.limits import MAX_ITERATIONS
 from rune.messages import ChatResult, Message, OperatorResponse, ToolRequest, leading_system
-from rune.runtime.assist import Assist
+from rune.runtime.assist import Assist, Hooks
 from rune.runtime.calls import Calls
 from rune.runtime.chat import ChatRequest, RequestShaper, ShapedRequest, transport_failure
 from rune.runtime.endings import Endings
 from rune.runtime.protocol import ToolProtocol, Turn
-from rune.runtime.protocols import PROTOCOLS, choose_protocol, standard_protocol
+from rune.runtime.protocols import PROTOCOLS, choose_protocol, likely_protocol, standard_protocol
 from rune.runtime.settings import check_settings
 from rune.state import NATIVE, TEXT_FALLBACK, LoopState, PendingState, unseal
 from rune.tools.spec import Executor
@@ -39,11 +39,10 @@ __all__ = ["PROTOCOLS", "Runner"]  # PROTOCOLS: re-exported from rune.runtime.pr
 class Runner(Calls):
     """Drives one model through tool calls until it answers, pauses, or must stop.
 
-    ``max_iterations`` (1–8) caps the model calls of one ``run`` including its resumes.
-    ``protocol``: a name of :data:`PROTOCOLS`, or a :class:`ToolProtocol` of the caller's.
-    ``assists``: small-model help, called at fixed points (:mod:`rune.runtime.assist`).
-    ``seal_key`` seals pending states (:mod:`rune.seal`); by default it is the per-user key in
-    Rune's data directory, created on the first pause.
+    ``max_iterations`` (1–8) caps the model calls of one ``run`` including its resumes;
+    ``protocol`` is a name of :data:`PROTOCOLS` or a :class:`ToolProtocol` of the caller's;
+    ``assists`` are called at fixed points (:mod:`rune.runtime.assist`); ``seal_key`` seals
+    pending states (by default the per-user key in Rune's data directory, :mod:`rune.seal`).
     """
 
     def __init__(
@@ -71,10 +70,15 @@ class Runner(Calls):
         self.options = dict(options) if options else None
         self.shaper = shaper
         self.assists = tuple(assists)
+        self.hooks = Hooks(self.assists)
         self.endings = Endings(max_iterations, tuple(executor.specs()))
-        self._protocols: dict[str, ToolProtocol] = {}
-        if not isinstance(protocol, str):
-            self._protocols[protocol.name] = protocol
+        self.kinds = self.endings.kinds
+        #: the protocols by the name a loop state keeps: the setting's now, another when used
+        self._own_protocol = not isinstance(protocol, str)
+        if isinstance(protocol, str):
+            likely, source = likely_protocol(protocol), transport.native_source
+            protocol = standard_protocol(likely, executor.specs(), source)
+        self._protocols: dict[str, ToolProtocol] = {protocol.name: protocol}
 
     # --- public API ---------------------------------------------------------------------
 
@@ -106,12 +110,12 @@ class Runner(Calls):
         elif state.messages and state.messages[-1].get("role") == "user":
             state.opening = len(state.messages) - 1
         if state.opening == len(state.messages) - 1:
-            for assist in self.assists:
+            for assist in self.hooks.start:
                 assist.start(self, state)
         return self._loop(state)
 
     def _choose_protocol(self) -> str:
-        if self.protocol in self._protocols:
+        if self._own_protocol:
             return self.protocol
         return choose_protocol(self.protocol, lambda: self.transport.supports_tools(self.model))
 
@@ -153,7 +157,7 @@ class Runner(Calls):
             stop = self._answer_queue(state)
             if stop is not None:
                 return stop
-            for assist in self.assists:
+            for assist in self.hooks.after_calls:
                 stop = assist.after_calls(self, state)
                 if stop is not None:
                     return stop
@@ -187,15 +191,15 @@ class Runner(Calls):
                 return stop
 
     def _chat(self, state: LoopState) -> ChatResult:
-        allowed = all(assist.answer_allowed(self, state) for assist in self.assists)
+        allowed = all([a.answer_allowed(self, state) for a in self.hooks.answer_allowed])
         think = self.think if self.think is not None and self._supports_thinking() else None
         base = ChatRequest(state.messages, think=think, options=self.options, on_delta=self.emit)
         request = self.protocol_of(state).request(base, answer=allowed, sink=self.emit)
         request, shaped = request.shaped(self.shaper, self.model)
-        if shaped.evicted:
+        if shaped is not None and shaped.evicted:
             state.evicted.extend(shaped.evicted)
         result = request.send(self.transport, self.model)
-        if self.shaper is not None:
+        if self.shaper is not None and shaped is not None:
             self.shaper.observe(shaped, result)
         for warning in result.warnings:
             self.note(state, warning)
@@ -214,9 +218,9 @@ class Runner(Calls):
         if turn.thinking:
             state.thinking = turn.thinking
         state.messages.append(turn.message)
-        if turn.calls:
-            calls = list(turn.calls)
-            if len(calls) == 1 and protocol.turn_message(calls[0]) is not None:
+        calls = turn.calls
+        if calls:
+            if len(calls) == 1 and self.hooks.replace_call and protocol.turn_message(calls[0]):
                 calls = [self._replaced(state, protocol, calls[0])]
             state.new_turn(calls)
             return None
@@ -228,7 +232,7 @@ class Runner(Calls):
     def _replaced(self, state: LoopState, protocol: ToolProtocol, call: ToolRequest) -> ToolRequest:
         """The turn's one call, or what an assist puts in its place (the turn says so too)."""
         replaced = call
-        for assist in self.assists:
+        for assist in self.hooks.replace_call:
             replaced = assist.replace_call(self, state, replaced)
         message = protocol.turn_message(replaced) if replaced is not call else None
         if message is not None:
@@ -239,7 +243,7 @@ class Runner(Calls):
         self, state: LoopState, text: str, done_reason: str | None = None
     ) -> OperatorResponse | None:
         """The model's final answer ends the run, unless an assist sends it back."""
-        for assist in self.assists:
+        for assist in self.hooks.before_answer:
             reminder = assist.before_answer(self, state)
             if reminder is not None:
                 state.messages.append({"role": "user", "content": reminder})
@@ -249,12 +253,14 @@ class Runner(Calls):
     # --- protocols ----------------------------------------------------------------------
 
     def protocol_of(self, state: LoopState) -> ToolProtocol:
-        protocol = self._protocols.get(state.protocol)
-        if protocol is None:
-            specs = self.executor.specs()
-            protocol = standard_protocol(state.protocol, specs, self.transport.native_source)
-            self._protocols[state.protocol] = protocol
-        return protocol
+        try:
+            return self._protocols[state.protocol]
+        except KeyError:
+            specs, source = self.executor.specs(), self.transport.native_source
+            protocol = self._protocols[state.protocol] = standard_protocol(
+                state.protocol, specs, source
+            )
+            return protocol
 
     def _switch_protocol(self, state: LoopState, name: str, reason: str) -> None:
         state.protocol = name
@@ -275,14 +281,14 @@ class Runner(Calls):
     def finished(self, state: LoopState, text: str) -> OperatorResponse:
         return self.endings.finished(state, text)
 
-    def shape(self, messages: Sequence[Message]) -> tuple[ChatRequest, ShapedRequest]:
+    def shape(self, messages: Sequence[Message]) -> tuple[ChatRequest, ShapedRequest | None]:
         return ChatRequest(messages, options=self.options).shaped(self.shaper, self.model)
 
     def ask(
-        self, state: LoopState, request: ChatRequest, shaped: ShapedRequest, *, by: str
+        self, state: LoopState, request: ChatRequest, shaped: ShapedRequest | None, *, by: str
     ) -> ChatResult:
         self.emit(ev.AssistModelCall(by, state.iterations_used))
         result = request.send(self.transport, self.model)
-        if self.shaper is not None:
+        if self.shaper is not None and shaped is not None:
             self.shaper.observe(shaped, result)
         return result
