@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
-from dataclasses import replace
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +52,17 @@ class LineProtocol:
             sorted(self.tools)
         )
 
-    def request(self, base: ChatRequest, *, answer: bool, sink: DeltaSink) -> ChatRequest:
-        return replace(base, options={**(base.options or {}), "stop": ["\n\n"]})
+    def request(
+        self,
+        messages: Sequence[Message],
+        *,
+        think: bool | None,
+        options: Mapping[str, Any] | None,
+        sink: DeltaSink,
+        answer: bool,
+    ) -> ChatRequest:
+        stop = {**(options or {}), "stop": ["\n\n"]}
+        return ChatRequest(messages, think=think, options=stop, on_delta=sink)
 
     def calls_in(self, content: str) -> list[ToolRequest]:
         found = [CALL.match(line) for line in content.splitlines()]

@@ -31,7 +31,9 @@ REJECTED = "rejected by the operator: "
 
 
 class Calls:
-    """The loop's calls to the executor, and the events, results and pauses they make."""
+    """The loop's calls to the executor, and the events, results and pauses they make. It is
+    the half of :class:`rune.runtime.runner.Runner` that answers calls: the Runner is what
+    the assists see (``cast(Loop, self)``)."""
 
     model: str
     max_iterations: int
@@ -48,11 +50,6 @@ class Calls:
     def protocol_of(self, state: LoopState) -> ToolProtocol:
         raise NotImplementedError
 
-    @property
-    def _as_loop(self) -> Loop:
-        # Calls is the half of Runner that answers calls; the Runner is what assists see.
-        return cast(Loop, self)
-
     def note(self, state: LoopState, warning: str) -> None:
         """A warning: kept with the response and sent as an event."""
         state.warnings.append(warning)
@@ -61,7 +58,7 @@ class Calls:
     def refusal(self, state: LoopState, request: ToolRequest) -> str | None:
         """Why an assist forbids the change ``request``, or None."""
         for assist in self.hooks.refusal:
-            refusal = assist.refusal(self._as_loop, state, request)
+            refusal = assist.refusal(cast(Loop, self), state, request)
             if refusal is not None:
                 return refusal
         return None
@@ -187,7 +184,7 @@ class Calls:
     ) -> None:
         """A call's end: ``result`` answers it, its event is recorded and sent."""
         for assist in self.hooks.after_result:
-            result += assist.after_result(self._as_loop, state, request, status)
+            result += assist.after_result(cast(Loop, self), state, request, status)
         self._answer_call(state, request, result, ok=status == "done")
         event = self.tool_event(
             state, request, status, output=output, error=error, preview=preview, exit_code=exit_code

@@ -10,9 +10,9 @@ Switching protocols mid-run (native calls refused by the server: the text fallba
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from rune import fallback
 from rune.calls import native_request
@@ -74,9 +74,18 @@ class ToolProtocol(Protocol):
         """The system block the protocol puts ahead of the conversation, if any."""
         ...
 
-    def request(self, base: ChatRequest, *, answer: bool, sink: DeltaSink) -> ChatRequest:
-        """``base`` with the protocol's part. ``answer``: whether this turn may be the final
-        answer (a protocol that cannot enforce it ignores it); ``sink`` gets the deltas."""
+    def request(
+        self,
+        messages: Sequence[Message],
+        *,
+        think: bool | None,
+        options: Mapping[str, Any] | None,
+        sink: DeltaSink,
+        answer: bool,
+    ) -> ChatRequest:
+        """The model call for ``messages``, with the protocol's part (tool schemas, a response
+        schema, how deltas reach ``sink``). ``answer``: whether this turn may be the final
+        answer (a protocol that cannot enforce it ignores it)."""
         ...
 
     def read_turn(self, result: ChatResult) -> Turn: ...

@@ -5,7 +5,6 @@ protocol (calls written in the reply, :mod:`rune.fallback`) and the ``constraine
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from rune import constrained, fallback
@@ -88,16 +87,16 @@ class NativeProtocol(_Tools):
     def prompt(self) -> str | None:
         return None
 
-    def request(self, base: ChatRequest, *, answer: bool, sink: DeltaSink) -> ChatRequest:
-        # (built, not replace()d: this runs on every model call)
-        return ChatRequest(
-            base.messages,
-            self._schemas,
-            base.think,
-            base.options,
-            base.on_delta,
-            base.response_schema,
-        )
+    def request(
+        self,
+        messages: Sequence[Message],
+        *,
+        think: bool | None,
+        options: Mapping[str, Any] | None,
+        sink: DeltaSink,
+        answer: bool,
+    ) -> ChatRequest:
+        return ChatRequest(messages, self._schemas, think, options, sink)
 
     def read_turn(self, result: ChatResult) -> Turn:
         stored = assistant_message(result)
@@ -126,8 +125,16 @@ class TextProtocol(_Tools):
     def prompt(self) -> str | None:
         return fallback.fallback_prompt(self.specs)
 
-    def request(self, base: ChatRequest, *, answer: bool, sink: DeltaSink) -> ChatRequest:
-        return base
+    def request(
+        self,
+        messages: Sequence[Message],
+        *,
+        think: bool | None,
+        options: Mapping[str, Any] | None,
+        sink: DeltaSink,
+        answer: bool,
+    ) -> ChatRequest:
+        return ChatRequest(messages, None, think, options, sink)
 
     def read_turn(self, result: ChatResult) -> Turn:
         stored = assistant_message(result)
@@ -163,9 +170,17 @@ class ConstrainedProtocol(_Tools):
     def prompt(self) -> str | None:
         return constrained.constrained_prompt(self.specs)
 
-    def request(self, base: ChatRequest, *, answer: bool, sink: DeltaSink) -> ChatRequest:
+    def request(
+        self,
+        messages: Sequence[Message],
+        *,
+        think: bool | None,
+        options: Mapping[str, Any] | None,
+        sink: DeltaSink,
+        answer: bool,
+    ) -> ChatRequest:
         schema: Mapping[str, Any] = self._turn_schema if answer else self._unanswerable_schema
-        return replace(base, response_schema=schema, on_delta=constrained.TurnStream(sink))
+        return ChatRequest(messages, None, think, options, constrained.TurnStream(sink), schema)
 
     def read_turn(self, result: ChatResult) -> Turn:
         stored = assistant_message(result)
