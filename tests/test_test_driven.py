@@ -254,6 +254,9 @@ def test_the_repair_tries_changes_against_the_whole_file_of_the_named_test(ws: P
     assert resp.success and resp.text.startswith("Fixed: ")
     applied = [e.arguments["code"] for e in resp.events if e.name == "replace_function"]
     assert applied == [FIXED]
+    assert any(
+        w.startswith("the model's change failed the project's tests;") for w in resp.warnings
+    )
 
 
 def native(code: str) -> dict[str, Any]:
@@ -284,7 +287,7 @@ def test_a_wrong_first_change_is_repaired_against_the_tests(ws: Path) -> None:
     sample = transport.requests[1]
     assert sample.options is not None and sample.options.get("seed") == 101
     assert sample.messages[-1]["content"].startswith("Rune ran the tests")
-    assert any("this one passes that check" in w for w in resp.warnings)
+    assert any("failed the project's tests; of 1 other" in w for w in resp.warnings)
 
 
 @needs_bwrap

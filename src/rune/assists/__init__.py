@@ -2,7 +2,8 @@
 
 Each assist is one module: :mod:`~rune.assists.tests` (tests drive the loop),
 :mod:`~rune.assists.check` (check before answer), :mod:`~rune.assists.nudge` (nudge after
-failure), :mod:`~rune.assists.sampled_repair` (sampled repair). :func:`standard_assists` is the
+failure), :mod:`~rune.assists.unchanged` (nudge when nothing changed),
+:mod:`~rune.assists.sampled_repair` (sampled repair). :func:`standard_assists` is the
 list the loop runs unless its caller picks another (the composition root does, ``rune.app``).
 """
 
@@ -12,6 +13,7 @@ from rune.assists.check import CheckBeforeAnswer
 from rune.assists.nudge import NudgeAfterFailure
 from rune.assists.sampled_repair import SampledRepair
 from rune.assists.tests import TestDriven
+from rune.assists.unchanged import NudgeWhenUnchanged
 from rune.runtime.assist import Assist
 from rune.tools.spec import AutoChecks, Trials
 
@@ -19,13 +21,14 @@ __all__ = [
     "ASSIST_NAMES",
     "CheckBeforeAnswer",
     "NudgeAfterFailure",
+    "NudgeWhenUnchanged",
     "SampledRepair",
     "TestDriven",
     "standard_assists",
 ]
 
 #: every assist's name, in the order the loop runs them
-ASSIST_NAMES = ("tests", "check", "nudge", "repair")
+ASSIST_NAMES = ("tests", "check", "nudge", "unchanged", "repair")
 
 
 def standard_assists(
@@ -42,6 +45,7 @@ def standard_assists(
         tests,
         CheckBeforeAnswer(tests),
         NudgeAfterFailure(),
+        NudgeWhenUnchanged(),
         SampledRepair(trials),
     ]
     return [a for a in assists if a is not None and a.name not in without]

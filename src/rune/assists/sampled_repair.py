@@ -19,6 +19,7 @@ from rune.calls import tool_request
 from rune.constrained import ConstrainedCall
 from rune.messages import ToolRequest
 from rune.runtime.assist import Assist, Loop
+from rune.runtime.breaker import LOOP_SOURCE
 from rune.state import LoopState
 from rune.tools.spec import Trial, Trials
 
@@ -96,17 +97,20 @@ class SampledRepair(Assist):
             loop.note(state, f"could not ask the model for other changes: {found.error}")
         if found.call is None:
             return call
+        # the check is Rune's own test run, or one the model wrote
+        by_rune = check.source == LOOP_SOURCE
+        whose, it = ("the project's tests", "them") if by_rune else ("its own check", "that check")
         if found.passes:
             loop.note(
                 state,
-                f"the model's change failed its own check; of {found.drawn} other changes it "
-                "wrote from a fresh start, this one passes that check",
+                f"the model's change failed {whose}; of {found.drawn} other changes it "
+                f"wrote from a fresh start, this one passes {it}",
             )
         else:
             loop.note(
                 state,
-                f"the model kept sending a change its own check fails the same way; none of "
-                f"{found.drawn} other changes it wrote from a fresh start passes that check, "
+                f"the model kept sending a change that failed {whose} the same way; none of "
+                f"{found.drawn} other changes it wrote from a fresh start passes {it}, "
                 "this one changes what the check reports as most of them do",
             )
         return tool_request(found.call.name, found.call.arguments, None, call.source)

@@ -1,0 +1,53 @@
+"""Nudge when nothing changed: the first answer of a run that changed nothing goes back once,
+when the task asks for a change.
+
+On the algorithm suite the 1.5B model twice answered with an account of the bug ("quicksort
+should be called on the left and right sublists...") and changed nothing; the run ended
+"answered, no file changed" and the user who asked for a fix had none. So such an answer is sent
+back once, asking for the change or for the reason none is needed. A change the user rejected
+is their word: no reminder then.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rune import outcome
+from rune.runtime.assist import Assist, Loop
+from rune.state import LoopState
+
+__all__ = ["REMINDER", "NudgeWhenUnchanged", "asks_for_a_change"]
+
+#: words of a request that asks for files to change
+_CHANGE_WORDS = re.compile(
+    r"\b(fix(es|ed)?|bugs?|implement|write|add|change|correct|repair|update|rename|refactor|"
+    r"create|remove|delete|replace)\b",
+    re.IGNORECASE,
+)
+
+REMINDER = (
+    "No file has been changed yet, and the task asks for a change. Make it now with a tool "
+    "(the whole corrected function or file), or answer again and say why no change is needed."
+)
+
+
+def asks_for_a_change(request: str) -> bool:
+    return _CHANGE_WORDS.search(request) is not None
+
+
+class NudgeWhenUnchanged(Assist):
+    """Sends back, once, an answer to a task that asks for a change when nothing changed."""
+
+    name = "unchanged"
+
+    def before_answer(self, loop: Loop, state: LoopState) -> str | None:
+        if self.recalled(state).get("nudged") or state.opening is None:
+            return None
+        if not loop.kinds.changes or outcome.changed(state.events, loop.kinds):
+            return None
+        if any(e.status == "rejected" and e.name in loop.kinds.changes for e in state.events):
+            return None
+        if not asks_for_a_change(str(state.messages[state.opening].get("content") or "")):
+            return None
+        self.memory(state)["nudged"] = True
+        return REMINDER

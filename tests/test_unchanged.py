@@ -1,0 +1,103 @@
+"""The first answer of a run that changed nothing goes back once when the task asks for a change
+(rune.assists.unchanged), over the real Ollama wire."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fakes.ollama_server import FakeModel, FakeOllama, text_reply, tool_call, tool_reply
+from rune.assists.unchanged import REMINDER, asks_for_a_change
+from rune.local_tool_runtime import LocalToolRuntime
+from rune.tool_executor import ToolExecutor
+from rune.tools.sandbox import SandboxPolicy
+from rune.transport.ollama import OllamaChatTransport
+
+BROKEN = "def add(a, b):\n    return a - b\n"
+FIXED = "def add(a, b):\n    return a + b\n"
+FIX_TASK = "add() in calc.py subtracts. Find the bug and fix it."
+
+
+@pytest.fixture
+def ollama() -> Iterator[FakeOllama]:
+    with FakeOllama([FakeModel("qwen3:latest", ("completion", "tools"))]) as server:
+        yield server
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "calc.py").write_text(BROKEN)
+    return tmp_path
+
+
+def loop(ollama: FakeOllama, project: Path) -> LocalToolRuntime:
+    executor = ToolExecutor(SandboxPolicy.workspace_only(project), project)
+    transport = OllamaChatTransport(ollama.url, read_timeout=5)
+    return LocalToolRuntime(transport, executor, model="qwen3", protocol="native")
+
+
+def fix_call() -> object:
+    return tool_reply(
+        tool_call("replace_function", {"path": "calc.py", "name": "add", "code": FIXED})
+    )
+
+
+def last_user_message(ollama: FakeOllama, request: int) -> str:
+    return str(ollama.bodies()[request]["messages"][-1]["content"])
+
+
+def test_an_explanation_instead_of_a_fix_is_sent_back_once(
+    ollama: FakeOllama, project: Path
+) -> None:
+    ollama.script(
+        text_reply("The bug is that add subtracts: it should return a + b."),
+        fix_call(),
+        text_reply("add() adds now."),
+    )
+    runtime = loop(ollama, project)
+    response = runtime.run([{"role": "user", "content": FIX_TASK}])
+    assert response.pending is not None
+    assert last_user_message(ollama, 1) == REMINDER
+    response = runtime.approve(response.pending_state)
+    assert response.success and response.text == "add() adds now."
+    assert (project / "calc.py").read_text() == FIXED
+
+
+def test_the_reminder_is_given_once(ollama: FakeOllama, project: Path) -> None:
+    ollama.script(text_reply("It subtracts."), text_reply("No change is needed: it is meant so."))
+    response = loop(ollama, project).run([{"role": "user", "content": FIX_TASK}])
+    assert response.success and response.text == "No change is needed: it is meant so."
+    assert len(ollama.bodies()) == 2
+    assert (project / "calc.py").read_text() == BROKEN
+
+
+def test_a_question_is_answered_without_a_reminder(ollama: FakeOllama, project: Path) -> None:
+    ollama.script(text_reply("It holds add(), which subtracts."))
+    response = loop(ollama, project).run([{"role": "user", "content": "What is in calc.py?"}])
+    assert response.success and len(ollama.bodies()) == 1
+
+
+def test_a_rejected_change_is_the_users_word(ollama: FakeOllama, project: Path) -> None:
+    ollama.script(fix_call(), text_reply("Left as it is, as you asked."))
+    runtime = loop(ollama, project)
+    response = runtime.run([{"role": "user", "content": FIX_TASK}])
+    assert response.pending is not None
+    response = runtime.reject(response.pending_state, "leave it")
+    assert response.success and response.text == "Left as it is, as you asked."
+    assert len(ollama.bodies()) == 2
+
+
+@pytest.mark.parametrize(
+    ("request_text", "asks"),
+    [
+        ("Fix the bug in lcs.py", True),
+        ("`best_value` does not do what its docstring says. Find the bug and fix it.", True),
+        ("Write the function parse_duration in durations.py", True),
+        ("What does this project do?", False),
+        ("Explain the prefix function in kmp.py", False),
+    ],
+)
+def test_which_requests_ask_for_a_change(request_text: str, asks: bool) -> None:
+    assert asks_for_a_change(request_text) is asks
