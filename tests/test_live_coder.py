@@ -56,20 +56,20 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.mark.timeout(900)
-def test_rune_run_fixes_the_demo_bug_with_the_pulled_coder(
-    coder_data_dir: Path, tmp_path: Path
-) -> None:
-    project = create_demo_project(home=tmp_path)
+def rune_run(
+    data_dir: Path, home: Path, project: Path, task: str, *flags: str
+) -> subprocess.CompletedProcess[str]:
+    """``rune run FLAGS --workspace PROJECT TASK`` as a user types it: the pulled model, no
+    Ollama (a closed port), no terminal."""
     env = {
         **os.environ,
-        "HOME": str(tmp_path),
-        "RUNE_DATA_DIR": str(coder_data_dir),
+        "HOME": str(home),
+        "RUNE_DATA_DIR": str(data_dir),
         "OLLAMA_HOST": f"127.0.0.1:{closed_port()}",
         "NO_COLOR": "1",
     }
-    done = subprocess.run(
-        [sys.executable, "-m", "rune.cli", "run", "--yes", "--workspace", str(project), DEMO_TASK],
+    return subprocess.run(
+        [sys.executable, "-m", "rune.cli", "run", *flags, "--workspace", str(project), task],
         env=env,
         stdin=subprocess.DEVNULL,
         capture_output=True,
@@ -77,6 +77,14 @@ def test_rune_run_fixes_the_demo_bug_with_the_pulled_coder(
         timeout=600,
         check=False,
     )
+
+
+@pytest.mark.timeout(900)
+def test_rune_run_fixes_the_demo_bug_with_the_pulled_coder(
+    coder_data_dir: Path, tmp_path: Path
+) -> None:
+    project = create_demo_project(home=tmp_path)
+    done = rune_run(coder_data_dir, tmp_path, project, DEMO_TASK, "--yes")
     transcript = done.stdout + done.stderr
     assert done.returncode == 0, transcript
     assert "qwen2.5-coder" in transcript and "constrained protocol" in transcript
@@ -124,23 +132,7 @@ def test_rune_run_fixes_a_bug_a_libraries_test_reports(
     (project / path).write_text(source.replace(right, wrong))
     assert unittest_passes(project).returncode != 0
     tests_before = {p: p.read_bytes() for p in (project / "tests").iterdir()}
-    env = {
-        **os.environ,
-        "HOME": str(tmp_path),
-        "RUNE_DATA_DIR": str(coder_data_dir),
-        "OLLAMA_HOST": f"127.0.0.1:{closed_port()}",
-        "NO_COLOR": "1",
-    }
-    command = [sys.executable, "-m", "rune.cli", "run", "--yes", "--yes"]
-    done = subprocess.run(
-        [*command, "--workspace", str(project), SHOP_TASK],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    done = rune_run(coder_data_dir, tmp_path, project, SHOP_TASK, "--yes", "--yes")
     transcript = done.stdout + done.stderr
     assert "run_tests" in transcript, transcript
     after = unittest_passes(project)
