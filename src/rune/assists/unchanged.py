@@ -4,8 +4,8 @@ when the task asks for a change.
 On the algorithm suite the 1.5B model twice answered with an account of the bug ("quicksort
 should be called on the left and right sublists...") and changed nothing; the run ended
 "answered, no file changed" and the user who asked for a fix had none. So such an answer is sent
-back once, asking for the change or for the reason none is needed. A change the user rejected
-is their word: no reminder then.
+back once, asking for the change or for the reason none is needed. Only a run that tried no
+change: one the user rejected is their word, one that failed has its own reminder.
 """
 
 from __future__ import annotations
@@ -40,12 +40,20 @@ class NudgeWhenUnchanged(Assist):
 
     name = "unchanged"
 
+    def start(self, loop: Loop, state: LoopState) -> None:
+        # Armed only in a run that starts on the request: a run that goes on with a fresh
+        # budget (the operator grants one only after a change) does not see the earlier
+        # run's changes in its own events.
+        self.memory(state)["armed"] = True
+
     def before_answer(self, loop: Loop, state: LoopState) -> str | None:
-        if self.recalled(state).get("nudged") or state.opening is None:
+        memory = self.recalled(state)
+        if not memory.get("armed") or memory.get("nudged") or state.opening is None:
             return None
         if not loop.kinds.changes or outcome.changed(state.events, loop.kinds):
             return None
-        if any(e.status == "rejected" and e.name in loop.kinds.changes for e in state.events):
+        if any(e.name in loop.kinds.changes for e in state.events):
+            # a change tried: rejected (the user's word) or failed (the failure's own reminder)
             return None
         if not asks_for_a_change(str(state.messages[state.opening].get("content") or "")):
             return None
