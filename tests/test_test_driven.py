@@ -12,6 +12,7 @@ import pytest
 from tests.fakes.cli import rune
 from tests.fakes.ollama_server import FakeModel, FakeOllama, text_reply, tool_call, tool_reply
 
+from rune.assists.tests import UNMOVED_NOTE
 from rune.cli import EXIT_OK
 from rune.errors import ToolError
 from rune.events import BudgetRenewed
@@ -274,6 +275,40 @@ def test_a_change_that_does_not_fix_it_is_answered_with_the_tests(ws: Path) -> N
     assert second_prompt.startswith("Rune ran the tests")
     assert "after your change" in second_prompt and "6 != 5" in second_prompt
     assert [e.status for e in resp.events if e.source == "rune"] == ["failed", "failed", "done"]
+
+
+@needs_bwrap
+def test_changes_that_leave_the_failure_as_it_was_are_told_then_stopped(ws: Path) -> None:
+    """The 1.5B added 14, 15, 16, 17 to a tuple that was not the bug, one turn each."""
+    unmoved = [
+        native(f"def add(a, b):\n    total = a - b  # try {n}\n    return total\n")
+        for n in range(1, 5)
+    ]
+    transport = ScriptedTransport(unmoved, tools=True)
+    loop = runtime(ws, transport, protocol="native")
+    resp = approve_all(loop, loop.run([{"role": "user", "content": TASK}]))
+    assert len(transport.requests) == 3  # the fourth change is never asked for
+    told = [str(r.messages[-1]["content"]) for r in transport.requests]
+    assert [UNMOVED_NOTE in t for t in told] == [False, False, True]
+    assert resp.text == (
+        "Stopped: the last 3 changes left the tests tests/test_calc.py::TestAdd::test_add "
+        "failing exactly as before."
+    )
+    assert resp.incomplete is not None  # the tests still fail: never "done"
+
+
+@needs_bwrap
+def test_a_change_that_moves_the_failure_starts_the_count_again(ws: Path) -> None:
+    script = [
+        native("def add(a, b):\n    return a - b  # one\n"),
+        native("def add(a, b):\n    return a * b\n"),  # 6 != 5: another failure
+        native("def add(a, b):\n    return a * b  # two\n"),
+        native(FIXED),
+    ]
+    transport = ScriptedTransport(script, tools=True)
+    loop = runtime(ws, transport, protocol="native")
+    resp = approve_all(loop, loop.run([{"role": "user", "content": TASK}]))
+    assert resp.text.startswith("Fixed: ") and len(transport.requests) == 4
 
 
 @needs_bwrap

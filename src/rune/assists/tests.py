@@ -9,16 +9,51 @@ says the tests are right, a change to a test file is refused (``AutoCheck.refusa
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 from rune import events as ev
 from rune.calls import tool_request
 from rune.errors import RuneError, TestsNotRun
-from rune.messages import OperatorResponse, ToolRequest
+from rune.messages import OperatorResponse, ToolEvent, ToolRequest
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
 from rune.state import LoopState
 from rune.tools.spec import AutoCheck, AutoChecks
 
-__all__ = ["TestDriven", "started_with_tests"]
+__all__ = ["TestDriven", "started_with_tests", "unmoved_changes"]
+
+
+NOTE_AFTER_UNMOVED = 2
+STOP_AFTER_UNMOVED = 3
+UNMOVED_NOTE = (
+    "Your last changes left this failure exactly as it was: they do not reach what the test "
+    "checks. Read the failing line and the code it runs again, and change what gives that value."
+)
+#: where a test digest's failure ends and the source it shows begins (rune.tools.testing)
+_SOURCE_PARTS = ("Traceback in the project:", "The test:", "Source of the code it runs:")
+_TIMING = re.compile(r" in \d+(?:\.\d+)?s\b")
+
+
+def unmoved_changes(events: Sequence[ToolEvent]) -> int:
+    """How many of the last test runs in a row (each after a change) failed exactly as the run
+    before them: the same tests, the same errors (the source shown beside them aside)."""
+    runs = [e for e in events if e.source == LOOP_SOURCE]
+    count = 0
+    for before, after in zip(reversed(runs[:-1]), reversed(runs[1:]), strict=True):
+        if after.status == "done" or _failure(after.error) != _failure(before.error):
+            break
+        count += 1
+    return count
+
+
+def _failure(report: str | None) -> str:
+    lines: list[str] = []
+    for line in (report or "").splitlines():
+        if line in _SOURCE_PARTS:
+            break
+        lines.append(_TIMING.sub("", line))
+    return "\n".join(lines)
 
 
 def started_with_tests(state: LoopState) -> bool:
@@ -71,10 +106,28 @@ class TestDriven(Assist):
         if not changed:
             return None
         passed = self._run(loop, state, auto, after_change=True)
+        if not passed:
+            return self._unmoved(loop, state, auto)
         first = next((e for e in state.events if e.source == LOOP_SOURCE), None)
-        if not passed or first is None or first.status == "done":
+        if first is None or first.status == "done":
             return None
         return loop.finished(state, self._fixed_summary(loop, state, auto))
+
+    def _unmoved(self, loop: Loop, state: LoopState, auto: AutoCheck) -> OperatorResponse | None:
+        """Changes that leave the tests failing exactly as before: the model is told after
+        :data:`NOTE_AFTER_UNMOVED` of them in a row, and the run stops after
+        :data:`STOP_AFTER_UNMOVED` (the 1.5B added 14, then 15, 16, 17 to a tuple that was
+        not the bug, a turn each, until its budgets ran out)."""
+        count = unmoved_changes(state.events)
+        if count >= STOP_AFTER_UNMOVED:
+            return loop.finished(
+                state,
+                f"Stopped: the last {count} changes left {auto.what} failing exactly as before.",
+            )
+        if count >= NOTE_AFTER_UNMOVED:
+            last = state.messages[-1]
+            state.messages[-1] = {**last, "content": f"{last['content']}\n{UNMOVED_NOTE}"}
+        return None
 
     def _run(self, loop: Loop, state: LoopState, auto: AutoCheck, *, after_change: bool) -> bool:
         """Run the tests as a call of the loop's own: its event is sent and recorded, and the
