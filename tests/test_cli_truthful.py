@@ -215,16 +215,31 @@ def test_a_task_in_quotes_is_rune_run(home: Path, workspace: Path) -> None:
     assert "look at calc.py" in rune(home, "sessions").stdout
 
 
-@pytest.mark.parametrize(
-    ("word", "hint"), [("sesions", "Did you mean `rune sessions`?"), ("fix", "rune run fix")]
-)
-def test_a_word_that_is_no_command_is_a_helpful_error_not_a_task(
-    home: Path, word: str, hint: str
+@pytest.mark.parametrize(("word", "command"), [("sesions", "sessions"), ("doctr", "doctor")])
+def test_a_near_miss_of_a_command_is_a_helpful_error_not_a_task(
+    home: Path, word: str, command: str
 ) -> None:
     done = rune(home, word, "--backend", "scripted", script=[final("no")])
     assert done.returncode == EXIT_USAGE
-    assert f"unknown command {word!r}" in done.stderr and hint in done.stderr
+    assert f"unknown command {word!r}" in done.stderr
+    assert f"Did you mean `rune {command}`?" in done.stderr
     assert rune(home, "sessions").stdout.strip() == "no sessions yet"
+
+
+@pytest.mark.parametrize("word", ["fix", "refactor", "docs"])
+def test_a_one_word_task_is_rune_run(home: Path, workspace: Path, word: str) -> None:
+    done = rune(
+        home,
+        word,
+        "--backend",
+        "scripted",
+        "--workspace",
+        str(workspace),
+        script=[final("Nothing to do.")],
+    )
+    assert done.returncode == EXIT_OK, done.stdout + done.stderr
+    assert last_line(done) == "✓ answered, no file changed (step 1/8)"
+    assert word in rune(home, "sessions").stdout
 
 
 def test_rune_alone_without_a_terminal_shows_the_help(home: Path) -> None:

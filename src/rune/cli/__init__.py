@@ -341,35 +341,46 @@ def fill_closed_std_fds() -> None:
 
 #: the options of ``rune`` itself; any other option starts a task's (``rune run``)
 _TOP_OPTIONS = frozenset({"-h", "--help", "--version"})
-#: what a command's name looks like: a word that is not a task, even when it is no command
+#: what a command's name looks like: only such a word can be a misspelt command
 _COMMAND_NAME = re.compile(r"[a-z][a-z-]{0,19}")
+#: how alike a word and a command's name must be for the word to read as a typo of it
+#: (`sesions`, `doctr`, `conifg`), not as a one-word task (`fix`, `refactor`, `docs`)
+_NEAR_MISS = 0.75
+
+
+def near_miss(word: str) -> str | None:
+    """The command ``word`` is a typo of, if it looks like one."""
+    if word in COMMANDS or not _COMMAND_NAME.fullmatch(word):
+        return None
+    import difflib  # only for a word that is no command: `rune --help` stays fast
+
+    close = difflib.get_close_matches(word, COMMANDS, n=1, cutoff=_NEAR_MISS)
+    return close[0] if close else None
 
 
 def shorthand(argv: Sequence[str]) -> list[str] | None:
     """The command line ``argv`` stands for, when it is one of the short ways in: nothing
     (``rune``: the full-screen interface on a terminal), or a task in plain words, maybe after
-    its options (``rune "fix the tests"``: ``rune run``). None: ``argv`` is read as it is.
+    its options (``rune "fix the tests"``, ``rune fix``: ``rune run``). None: ``argv`` is read
+    as it is.
 
-    A first word that looks like a command name but is none (``rune sesions``) is left to
+    A first word that is a near-miss of a command's name (``rune sesions``) is left to
     :func:`unknown_command`, so a typo is an error that names the command, never a task."""
     if not argv:
         return ["tui"] if sys.stdin.isatty() and sys.stdout.isatty() else None
     first = argv[0]
-    if first in _TOP_OPTIONS or first in COMMANDS or _COMMAND_NAME.fullmatch(first):
+    if first in _TOP_OPTIONS or first in COMMANDS or near_miss(first):
         return None
     # A task in plain words, or options before it (`rune --backend URL "TASK"`).
     return ["run", *argv]
 
 
-def unknown_command(name: str) -> str:
-    """The error for a first word that is neither a command nor a task."""
-    import difflib  # only on this error: `rune --help` stays fast
-
-    close = difflib.get_close_matches(name, COMMANDS, n=1)
-    guess = f"Did you mean `rune {close[0]}`? " if close else ""
+def unknown_command(name: str, command: str) -> str:
+    """The error for a first word that is a typo of ``command``'s name."""
     return (
-        f"rune: unknown command {name!r}. {guess}A task goes in quotes, in plain words: "
-        f'rune "fix the failing test" (or `rune run {name}`). `rune --help` lists the commands.'
+        f"rune: unknown command {name!r}. Did you mean `rune {command}`? A task goes in "
+        f'quotes, in plain words: rune "fix the failing test" (or `rune run {name}`). '
+        "`rune --help` lists the commands."
     )
 
 
@@ -393,8 +404,9 @@ def run(argv: Sequence[str] | None) -> int:
     """The command line, read and carried out: its exit status."""
     words = list(sys.argv[1:] if argv is None else argv)
     words = shorthand(words) or words
-    if words and words[0] not in COMMANDS and _COMMAND_NAME.fullmatch(words[0]):
-        print(unknown_command(words[0]), file=sys.stderr)
+    typo = near_miss(words[0]) if words else None
+    if typo:
+        print(unknown_command(words[0], typo), file=sys.stderr)
         return EXIT_USAGE
     top = build_parser().parse_args(words)
     if top.command is None:
