@@ -151,9 +151,10 @@ def test_a_file_deleted_then_created_again_by_rune_is_undone_honestly(home: Path
     every = undo(home, ws, session, "--all")
     assert every.returncode == 0, every.stderr
     assert not (ws / "out.txt").exists()
-    # Step 1's file was gone before step 2 created it anew: it is not "restored" to "first".
+    # Step 1's file was gone before step 3 (the second task's first; the first task answered
+    # at step 2) created it anew: it is not "restored" to "first".
     assert "step 1 left as it is" in every.stdout
-    assert "undid step 2 " in every.stdout + " "
+    assert "undid step 3 " in every.stdout + " "
 
     # Taking back step 1 too leaves no file, as before it: nothing is written.
     last = undo(home, ws, session)
@@ -207,6 +208,31 @@ def test_undo_step_n_takes_back_that_change_only(home: Path, ws: Path) -> None:
     listed = undo(home, ws, "--list")
     assert re.search(r"step 2 +undone", listed.stdout)
     assert re.search(r"step 3 +in effect", listed.stdout)
+
+
+def test_steps_are_numbered_as_the_run_showed_them(home: Path, ws: Path) -> None:
+    # Reads between the changes: the run showed the edit at step 2/8 and the write at 4/8.
+    read = call("read_file", path="calc.py")
+    notes = call("write_file", path="notes.txt", content="why\n")
+    first = applied(home, ws, read, FIX, read, notes)
+    listed = undo(home, ws, "--list")
+    assert re.search(r"step 2 +in effect +edit_file changed calc.py", listed.stdout)
+    assert re.search(r"step 4 +in effect +write_file created notes.txt", listed.stdout)
+
+    done = undo(home, ws, "--step", "4")
+    assert done.returncode == 0, done.stderr
+    assert "undid step 4 of session" in done.stdout
+    assert not (ws / "notes.txt").exists() and (ws / "calc.py").read_text() == FIXED
+    assert undo(home, ws, "--step", "1").returncode == 1  # step 1 read, it changed nothing
+
+    # A second task in the session counts on from the first one's last step (5/8, the answer).
+    played = (read, FIX, read, notes, final())
+    applied(
+        home, ws, call("write_file", path="more.txt", content="x\n"), session=first, played=played
+    )
+    assert re.search(
+        r"step 6 +in effect +write_file created more.txt", undo(home, ws, "--list").stdout
+    )
 
 
 def test_redo_brings_back_what_undo_took_back_and_refuses_over_a_user_edit(

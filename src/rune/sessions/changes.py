@@ -16,7 +16,10 @@ refused with a message saying why (a change that created a file can still be und
 
 ``undo`` records (``{"action": "undo" | "redo", "steps": [...], "files": [...]}``) say which
 changes were taken back or brought back; :func:`history` replays both kinds of record into
-where each change stands. Steps are numbered 1, 2, ... in the order the changes were applied.
+where each change stands. Inside the journal, changes are numbered 1, 2, ... in the order they
+were applied (:attr:`Change.step`); a person sees them by the step of the run that made them
+(:attr:`Change.turn`: the ``step N/8`` the run showed), read from the tool event that follows
+each change record.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import re
 import threading
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -152,7 +155,8 @@ class ChangeLog:
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """One applied file change: step ``step`` of its session."""
+    """One applied file change: the ``step``-th of its session, made at the run's step
+    ``turn`` (what ``rune undo`` shows and ``--step`` takes)."""
 
     step: int
     tool: str
@@ -160,6 +164,7 @@ class Change:
     before: str | None
     after: str
     ts: str
+    turn: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +205,10 @@ class History:
 
     def change(self, step: int) -> Change | None:
         return self.changes[step - 1] if 0 < step <= len(self.changes) else None
+
+    def turns(self, steps: Iterable[int]) -> tuple[int, ...]:
+        """The run's steps that made the changes numbered ``steps``."""
+        return tuple(sorted({c.turn for s in steps if (c := self.change(s)) is not None}))
 
     def latest_applied(self) -> Change | None:
         return next((c for c in reversed(self.changes) if c.step in self.applied), None)
@@ -242,19 +251,60 @@ def _reversal(record: Record, known: int) -> Reversal | None:
     return Reversal(action, tuple(steps), tuple(m for m in moves if m is not None))
 
 
+def _iteration(record: Record) -> int | None:
+    event = record.data.get("event")
+    number = event.get("iteration") if isinstance(event, Mapping) else None
+    return number if isinstance(number, int) and not isinstance(number, bool) else None
+
+
+class _Turns:
+    """The run's step numbers, counted on across the session: a later budget or task starts
+    at 1 again in what the run showed, so its steps follow the ones before it here (a session
+    of one budget reads exactly as its run did)."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+        self.last = 0
+
+    def new_run(self) -> None:
+        self.offset, self.last = self.offset + self.last, 0
+
+    def of(self, iteration: int) -> int:
+        if iteration < self.last:  # a renewed budget
+            self.new_run()
+        self.last = max(self.last, iteration)
+        return self.offset + iteration
+
+
 def history(records: Iterable[Record]) -> History:
     """Replay the change and undo records of a journal."""
     found = History()
+    turns = _Turns()
+    unnumbered: Change | None = None
     for record in records:
-        if record.kind == journal.CHANGE:
+        if record.kind == journal.USER:
+            turns.new_run()
+        elif record.kind == journal.TURN_END and isinstance(
+            used := record.data.get("iterations_used"), int
+        ):
+            turns.last = max(turns.last, used)  # the answer's step, after the last tool's
+        elif record.kind == journal.TOOL_EVENT and (iteration := _iteration(record)) is not None:
+            turn = turns.of(iteration)
+            if unnumbered is not None:
+                found.changes[unnumbered.step - 1] = replace(unnumbered, turn=turn)
+                unnumbered = None
+        elif record.kind == journal.CHANGE:
             change = _change(record, len(found.changes) + 1)
             if change is None:
                 found.problems.append(
                     f"journal line {record.line}: a change record Rune cannot use"
                 )
                 continue
+            # Until its tool event says otherwise: the step of the last event, or its number.
+            change = replace(change, turn=turns.offset + turns.last or change.step)
             found.changes.append(change)
             found.applied.add(change.step)
+            unnumbered = change
         elif record.kind == journal.UNDO:
             reversal = _reversal(record, len(found.changes))
             if reversal is None:

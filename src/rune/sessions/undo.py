@@ -56,7 +56,8 @@ _DONE: dict[Action, str] = {"undo": "undone", "redo": "redone"}
 
 @dataclass(frozen=True, slots=True)
 class Report:
-    """What an undo or redo did: the steps it took back (or brought back) and each file."""
+    """What an undo or redo did: the run's steps it took back (or brought back) and each
+    file."""
 
     action: Action
     session_id: str
@@ -90,7 +91,7 @@ class Report:
 class _Planned:
     move: Move
     steps: tuple[int, ...]
-    #: the step whose content the file should hold now (for the messages)
+    #: the run's step whose content the file should hold now (for the messages)
     step: int
 
 
@@ -119,16 +120,17 @@ def _undo_plan(found: History, targets: Sequence[Change]) -> tuple[list[_Planned
         target, covered = head.before, [head.step]
         for index, earlier in enumerate(ordered[1:], start=1):
             if earlier.after != target:
-                left = sorted(c.step for c in ordered[index:])
+                left = sorted({c.turn for c in ordered[index:]})
                 notes.append(
                     f"{_steps(left)} left as {'it is' if len(left) == 1 else 'they are'}: the "
-                    f"file did not hold what step {earlier.step} wrote when step "
-                    f"{covered[-1]} changed it (it was changed outside Rune in between)"
+                    f"file did not hold what step {earlier.turn} wrote when step "
+                    f"{ordered[index - 1].turn} changed it (it was changed outside Rune in "
+                    "between)"
                 )
                 break
             target = earlier.before
             covered.append(earlier.step)
-        planned.append(_Planned(Move(path, head.after, target), tuple(sorted(covered)), head.step))
+        planned.append(_Planned(Move(path, head.after, target), tuple(sorted(covered)), head.turn))
     return planned, notes
 
 
@@ -136,7 +138,7 @@ def _refuse_later_changes(found: History, targets: Sequence[Change], workspace: 
     chosen = {c.step for c in targets}
     for change in targets:
         later = [
-            c.step
+            c.turn
             for c in found.changes
             if c.path == change.path
             and c.step > change.step
@@ -145,8 +147,8 @@ def _refuse_later_changes(found: History, targets: Sequence[Change], workspace: 
         ]
         if later:
             raise UndoRefused(
-                f"{_steps(later)} changed {_shown(change.path, workspace)} after step "
-                f"{change.step}; undo {'it' if len(later) == 1 else 'them'} first (or use "
+                f"{_steps(sorted(set(later)))} changed {_shown(change.path, workspace)} after "
+                f"step {change.turn}; undo {'it' if len(later) == 1 else 'them'} first (or use "
                 "--all). Nothing was restored."
             )
 
@@ -172,15 +174,15 @@ def undo(
     if every:
         targets = [c for c in found.changes if c.step in found.applied]
     elif step is not None:
-        change = found.change(step)
-        if change is None:
+        at_step = [c for c in found.changes if c.turn == step]
+        if not at_step:
             raise UndoRefused(
-                f"session {session.id} has no step {step}: it made {len(found.changes)} "
-                "file change(s) (`rune undo --list`)"
+                f"session {session.id} changed no file at step {step}: it made "
+                f"{len(found.changes)} file change(s) (`rune undo --list`)"
             )
-        if step not in found.applied:
+        targets = [c for c in at_step if c.step in found.applied]
+        if not targets:
             raise UndoRefused(f"step {step} is undone already; `rune redo` brings it back")
-        targets = [change]
     else:
         latest = found.latest_applied()
         targets = [latest] if latest is not None else []
@@ -190,7 +192,7 @@ def undo(
         raise UndoRefused(f"nothing to undo in session {session.id}: {why}")
     _refuse_later_changes(found, targets, here)
     planned, notes = _undo_plan(found, targets)
-    return _carry_out(session, here, "undo", planned, notes)
+    return _carry_out(session, here, "undo", planned, notes, found)
 
 
 def redo(session: Session, workspace: Path) -> Report:
@@ -201,11 +203,16 @@ def redo(session: Session, workspace: Path) -> Report:
         raise UndoRefused(f"nothing to redo in session {session.id}: no undo waits to be redone")
     last = found.undone[-1]
     planned = [_Planned(m.reversed(), last.steps, 0) for m in last.moves]
-    return _carry_out(session, here, "redo", planned, [])
+    return _carry_out(session, here, "redo", planned, [], found)
 
 
 def _carry_out(
-    session: Session, workspace: Path, action: Action, planned: list[_Planned], notes: list[str]
+    session: Session,
+    workspace: Path,
+    action: Action,
+    planned: list[_Planned],
+    notes: list[str],
+    found: History,
 ) -> Report:
     policy = SandboxPolicy.workspace_only(workspace)
     blobs = BlobStore(session.directory)
@@ -259,7 +266,7 @@ def _carry_out(
     steps = _journal(session, action, done, planned)
     settled = tuple(item.move.path for item, _, _, already in writes if already)
     moves = tuple(i.move for i in done)
-    return Report(action, session.id, steps, moves, workspace, tuple(notes), settled)
+    return Report(action, session.id, found.turns(steps), moves, workspace, tuple(notes), settled)
 
 
 def _journal(
@@ -372,14 +379,14 @@ def _not_kept(action: Action, item: _Planned, workspace: Path) -> str:
 
 
 def listing(session: Session, workspace: Path) -> list[str]:
-    """The session's changes by step, each with where it stands."""
+    """The session's changes by the run's step that made them, each with where it stands."""
     found = history(session.records)
     lines = [f"session {session.id}: {len(found.changes)} file change(s)"]
     for change in found.changes:
         state = "in effect" if change.step in found.applied else "undone"
         verb = "created" if change.before is None else "changed"
         lines.append(
-            f"  step {change.step:<3} {state:<9}  {change.tool} {verb} "
+            f"  step {change.turn:<3} {state:<9}  {change.tool} {verb} "
             f"{_shown(change.path, workspace)}  ({change.ts})"
         )
     lines.extend(f"  warning: {problem}" for problem in found.problems)
