@@ -436,7 +436,7 @@ def test_rune_acp_without_the_sdk_says_how_to_install_it(home: Path) -> None:
         check=False,
     )
     assert done.returncode == 2
-    assert "rune-agent[acp]" in done.stderr
+    assert "pip install 'agent-client-protocol" in done.stderr  # this venv: its own pip
     assert "Traceback" not in done.stderr
 
 

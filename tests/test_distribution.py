@@ -148,3 +148,73 @@ def test_readme_installs_the_wheel_this_version_builds() -> None:
     wheel = f"{DISTRIBUTION.replace('-', '_')}-{__version__}-py3-none-any.whl"
     assert f"pipx install 'dist/{wheel}[embedded]'" in readme
     assert f"uv tool install 'dist/{wheel}[embedded]'" in readme
+
+
+# --- adding an extra: the hint that works for how Rune was installed ---------------------------
+
+
+def installed_as(root: Path, marker: str | None, *, without: str) -> Path:
+    """A virtualenv laid out as ``marker`` leaves one (pipx, uv tool; None: a plain one) that
+    runs this checkout's Rune and its dependencies, but where the module ``without`` (an
+    extra's) cannot be imported, as when the extra was never installed. Its interpreter."""
+    where = {"pipx_metadata.json": "pipx/venvs/rune-agent", "uv-receipt.toml": "uv/tools/x"}
+    venv = root / where.get(marker or "", "project/.venv")
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
+    if marker:
+        (venv / marker).write_text("{}\n" if marker.endswith(".json") else "[tool]\n")
+    missing = root / "missing"
+    missing.mkdir()
+    (missing / f"{without}.py").write_text(
+        f"raise ModuleNotFoundError(\"No module named '{without}'\", name={without!r})\n"
+    )
+    site = next(venv.glob("lib/python3*/site-packages"))
+    here = [p for p in sys.path if p.endswith("site-packages")]
+    (site / "rune_test.pth").write_text("\n".join([str(missing), str(REPO / "src"), *here]))
+    return venv / "bin" / "python"
+
+
+@pytest.mark.parametrize(
+    ("marker", "says"),
+    [
+        ("pipx_metadata.json", "pipx inject rune-agent 'agent-client-protocol"),
+        ("uv-receipt.toml", "uv tool install --force --with 'agent-client-protocol"),
+        (None, "-m pip install 'agent-client-protocol"),
+    ],
+)
+def test_rune_acp_without_its_extra_says_how_to_add_it_to_this_install(
+    home: Path, marker: str | None, says: str
+) -> None:
+    python = installed_as(home.parent, marker, without="acp")
+    done = subprocess.run(
+        [str(python), "-m", "rune.cli", "acp"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HOME": str(home), "NO_COLOR": "1", "COLUMNS": "400"},
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert says in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    if marker is None:
+        assert str(python.parent.parent) in done.stderr  # the pip of Rune's own environment
+
+
+def test_an_mcp_server_without_the_extra_says_how_to_add_it_to_a_pipx_install(home: Path) -> None:
+    python = installed_as(home.parent, "pipx_metadata.json", without="mcp")
+    config = Path(os.environ["XDG_CONFIG_HOME"]) / "rune" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('[mcp.servers.time]\ncommand = "mcp-server-time"\n')
+    done = subprocess.run(
+        [str(python), "-m", "rune.cli", "mcp", "--workspace", str(home)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HOME": str(home), "NO_COLOR": "1", "COLUMNS": "400"},
+        timeout=60,
+        check=False,
+    )
+    said = done.stdout + done.stderr
+    assert "the mcp package is not installed" in said, said
+    assert "pipx inject rune-agent 'mcp" in said, said

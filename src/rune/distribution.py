@@ -2,7 +2,8 @@
 
 The import package and the command are ``rune``; the distribution is ``rune-agent``, because
 ``rune`` on PyPI is another project (a secrets manager). Every hint Rune prints names the
-distribution through :data:`EMBEDDED_INSTALL_HINT`, so it is spelled in one place.
+distribution through :data:`EMBEDDED_INSTALL_HINT` or :func:`extra_install_hint`, so it is
+spelled in one place.
 
 Standard library only, and nothing is spawned at import: ``rune --help`` imports this module's
 package, and only ``rune --version`` asks git for the commit.
@@ -22,6 +23,8 @@ EMBEDDED_INSTALL_HINT = (
     f"pipx install --force '{DISTRIBUTION}[embedded]'"
     " (in a clone of Rune: pipx install --force '.[embedded]')"
 )
+#: what each extra installs, when the installed metadata cannot say (pyproject.toml declares it)
+_EXTRA_PACKAGES = {"acp": "agent-client-protocol", "mcp": "mcp"}
 GIT_TIMEOUT_S = 5.0
 #: the module the ``embedded`` extra installs (llama.cpp, in-process)
 EMBEDDED_MODULE = "xllamacpp"
@@ -35,6 +38,53 @@ def embedded_installed() -> bool:
         return importlib.util.find_spec(EMBEDDED_MODULE) is not None
     except (ImportError, ValueError):
         return False
+
+
+def _extra_requirements(extra: str) -> list[str]:
+    """The requirements ``extra`` adds, as the installed metadata declares them."""
+    from importlib import metadata
+
+    try:
+        declared = metadata.requires(DISTRIBUTION) or []
+    except metadata.PackageNotFoundError:
+        declared = []
+    marker = f"extra == '{extra}'"
+    found = [r.split(";")[0].strip() for r in declared if r.replace('"', "'").endswith(marker)]
+    return found or [_EXTRA_PACKAGES.get(extra, f"{DISTRIBUTION}[{extra}]")]
+
+
+def installer(prefix: Path | None = None) -> str:
+    """How the running Rune was installed: ``pipx``, ``uv`` (``uv tool install``) or ``pip``
+    (a virtualenv or the system's), read from the environment it runs in."""
+    import sys
+
+    where = Path(sys.prefix if prefix is None else prefix)
+    parts = where.parts
+    if (where / "pipx_metadata.json").is_file() or "pipx" in parts:
+        return "pipx"
+    if (where / "uv-receipt.toml").is_file() or ("uv" in parts and "tools" in parts):
+        return "uv"
+    return "pip"
+
+
+def extra_install_hint(extra: str, prefix: Path | None = None) -> str:
+    """One line that adds the optional ``extra`` (``acp``, ``mcp``) to this Rune, the way that
+    works for how it was installed: pipx and uv tool keep their own environments, where
+    ``pip install`` does not reach."""
+    import shlex
+    import sys
+
+    packages = " ".join(shlex.quote(r) for r in _extra_requirements(extra))
+    match installer(prefix):
+        case "pipx":
+            return f"pipx inject {DISTRIBUTION} {packages}"
+        case "uv":
+            return (
+                f"uv tool install --force --with {packages} {DISTRIBUTION} (from a clone of "
+                f"Rune: uv tool install --force '.[{extra}]')"
+            )
+        case _:
+            return f"{shlex.quote(sys.executable)} -m pip install {packages}"
 
 
 def checkout_root() -> Path | None:

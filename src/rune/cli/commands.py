@@ -558,10 +558,12 @@ def cmd_acp(args: argparse.Namespace) -> int:
     try:
         from rune.acp.server import serve
     except ImportError as error:
+        from rune.distribution import extra_install_hint
+
         err.print(
             Text(
                 f"rune acp needs the Agent Client Protocol SDK ({error}); install it with: "
-                "pip install 'rune-agent[acp]'",
+                + extra_install_hint("acp"),
                 style="bold red",
             )
         )

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from rune.config import McpServerConfig
+from rune.distribution import extra_install_hint
 from rune.errors import McpError, ToolError
 from rune.text import escape_hidden, hidden_note, visible
 from rune.tools.base import ToolContext
@@ -52,8 +53,6 @@ from rune.tools.runtime_dirs import runtime_dirs
 from rune.tools.sandbox import SandboxPolicy
 
 State = Literal["starting", "ready", "failed", "crashed", "stopped"]
-#: what `pip` installs for MCP support
-INSTALL_HINT = "pip install 'rune-agent[mcp]'"
 #: beyond a server's own timeouts, how long the loop's thread waits before giving up on it
 GRACE = 5.0
 #: how long stopping all servers may take (the SDK gives each ~4 s to exit, then kills it)
@@ -174,7 +173,10 @@ class McpManager:
             import mcp  # noqa: F401
         except ImportError as err:
             for connection in self._connections.values():
-                self._fail(connection, f"the mcp package is not installed ({err}); {INSTALL_HINT}")
+                self._fail(
+                    connection,
+                    f"the mcp package is not installed ({err}); {extra_install_hint('mcp')}",
+                )
             return
         loop = asyncio.new_event_loop()
         self._loop = loop
@@ -456,7 +458,6 @@ def _stderr_tail(log: IO[bytes] | None) -> str:
 
 
 __all__ = [
-    "INSTALL_HINT",
     "McpManager",
     "ServerStatus",
     "fingerprint",
