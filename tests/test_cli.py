@@ -184,11 +184,15 @@ def test_yes_never_approves_an_unknown_or_command_tool_but_yes_yes_does() -> Non
 # --- failures are clear, typed, without a traceback -----------------------------------------
 
 
-def test_unreachable_ollama_is_a_typed_error(home: Path) -> None:
+def test_unreachable_ollama_ends_as_a_failure_with_the_next_step(home: Path) -> None:
     done = rune(home, "run", "--backend", "ollama", "--model", "qwen3", "do it")
     no_traceback(done)
     assert done.returncode == 1
-    assert "ServerUnreachable" in done.stderr
+    last, then = done.stdout.strip().splitlines()[-2:]
+    assert last.startswith("✗ ServerUnreachable: no Ollama at http://127.0.0.1:")
+    assert "start it with `ollama serve` or set OLLAMA_HOST" in last
+    assert then == "no session was started: once that is fixed, run the same command again"
+    assert rune(home, "sessions").stdout.strip() == "no sessions yet"
 
 
 def test_bad_config_file_is_exit_2_with_file_and_key(home: Path) -> None:

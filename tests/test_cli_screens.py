@@ -154,7 +154,7 @@ def test_without_the_extra_pull_refuses_and_says_what_to_install(home: Path) -> 
 def test_without_the_extra_the_no_server_message_puts_what_works_first(home: Path) -> None:
     done = without_embedded(home, "run", "fix it")
     assert done.returncode != EXIT_OK
-    message = done.stderr
+    message = done.stdout  # the outcome line: a failure before the first step
     assert "embedded backend is not installed" in message
     assert message.index("start Ollama") < message.index("rune pull")
     assert message.index("[embedded]") < message.index("rune pull")  # install first, then pull

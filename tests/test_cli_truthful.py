@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.fakes.cli import call, final, journals, rune, session_of
+from tests.fakes.cli import call, closed_port, final, journals, rune, session_of
 from tests.fakes.openai_server import FakeOpenAIServer, error_reply, text_reply
 from tests.fakes.terminal import Terminal
 
@@ -240,6 +240,34 @@ def test_a_one_word_task_is_rune_run(home: Path, workspace: Path, word: str) -> 
     assert done.returncode == EXIT_OK, done.stdout + done.stderr
     assert last_line(done) == "✓ answered, no file changed (step 1/8)"
     assert word in rune(home, "sessions").stdout
+
+
+def test_unreachable_server_on_resume_keeps_the_session_and_says_how_to_go_on(
+    home: Path,
+) -> None:
+    workspace = home / "work"
+    workspace.mkdir()
+    first = rune(
+        home,
+        "run",
+        "--backend",
+        "scripted",
+        "--workspace",
+        str(workspace),
+        "look around",
+        script=[final("nothing here")],
+    )
+    assert first.returncode == 0, first.stdout + first.stderr
+    session = session_of(first)
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    done = rune(home, "resume", session, "--backend", url, "--continue")
+    assert done.returncode == 1
+    last, then = done.stdout.strip().splitlines()[-2:]
+    assert last.startswith("✗ ServerUnreachable: no OpenAI-compatible server at ")
+    assert then == (
+        f"the session is kept: `rune resume {session}` tries again from the last good point"
+    )
+    assert session in rune(home, "sessions").stdout
 
 
 def test_rune_alone_without_a_terminal_shows_the_help(home: Path) -> None:

@@ -24,6 +24,7 @@ from rune.cli.exits import (
 )
 from rune.cli.render import ConsoleReporter, ask_decision, page_text
 from rune.cli.undo import cmd_redo, cmd_undo
+from rune.cli.unstarted import RunNotStarted, report
 from rune.config import KEYS, ApprovalMode, LoadedConfig, load
 from rune.errors import BackendUnavailable, ConfigError, RuneError
 from rune.messages import OperatorResponse
@@ -43,6 +44,8 @@ def dispatch(args: argparse.Namespace) -> int:
     except ConfigError as error:
         err.print(Text(f"config error: {error}", style="bold red"))
         return EXIT_USAGE
+    except RunNotStarted as failure:
+        return report(failure, out)
     except RuneError as error:
         err.print(Text(f"{error.kind}: {error}", style="bold red"))
         return EXIT_FAILED
@@ -95,8 +98,10 @@ def opened(loaded: LoadedConfig, reporter: ConsoleReporter, **options: Any) -> I
     # A read outside the workspace is asked at a terminal only: answers piped in were written
     # before anyone saw what the model would ask to read.
     options.setdefault("can_ask", sys.stdin is not None and sys.stdin.isatty())
+    started = False
     try:
         with open_rune(loaded, announce=announce, status=reporter.waiting, **options) as rune:
+            started = True
             reporter.waiting(None)
             reporter.session_id = rune.session_id
             reporter.progress = rune.transport.progress
@@ -107,6 +112,10 @@ def opened(loaded: LoadedConfig, reporter: ConsoleReporter, **options: Any) -> I
             for note in rune.startup_warnings():
                 err.print(Text(f"warning: {note}", style="yellow"))
             yield rune
+    except RuneError as error:
+        if started or isinstance(error, ConfigError):
+            raise
+        raise RunNotStarted(error, options.get("session_id")) from None
     finally:
         reporter.close()
 
