@@ -22,6 +22,8 @@ def _isolated_user_dirs(
     monkeypatch.setenv("RUNE_DATA_DIR", str(data))
     monkeypatch.setenv("XDG_DATA_HOME", str(data / "xdg"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    # `rune demo` makes its project in the cache: a test's never lands in the real HOME's.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("rune-cache")))
     yield
 
 

@@ -54,7 +54,8 @@ def rune(
 
 
 def demo_project(home: Path) -> Path:
-    (project,) = (home / ".rune-e2e-probe").iterdir()
+    project = Path(os.environ["XDG_CACHE_HOME"]) / "rune" / "demo"
+    assert project.is_dir() and not (home / ".rune-e2e-probe").exists()
     return project
 
 
@@ -128,6 +129,20 @@ def test_demo_without_answer_leaves_a_pending_session_then_resume_approves(home:
     assert "-    return a - b" in resumed.stdout
     assert (project / "calc.py").read_text() == FIXED_CALC
     assert "done" in rune(home, "sessions").stdout
+
+
+def test_a_second_demo_reuses_the_first_ones_directory_afresh(home: Path) -> None:
+    first = rune(home, "demo", "--backend", "scripted", "--yes")
+    assert first.returncode == 0, first.stdout + first.stderr
+    project = demo_project(home)
+    (project / "left-over.txt").write_text("from the first demo\n")
+    second = rune(home, "demo", "--backend", "scripted", "--yes")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert f"sample project: {project} " in second.stdout
+    assert sorted(p.name for p in project.parent.iterdir()) == ["demo"]  # no pile
+    assert not (project / "left-over.txt").exists()
+    assert (project / "calc.py").read_text() == FIXED_CALC
+    assert sorted(p.name for p in home.iterdir() if p.name.startswith(".rune")) == []
 
 
 def test_reject_with_reason_on_stdin_keeps_the_file(home: Path) -> None:

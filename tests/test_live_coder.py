@@ -83,7 +83,7 @@ def rune_run(
 def test_rune_run_fixes_the_demo_bug_with_the_pulled_coder(
     coder_data_dir: Path, tmp_path: Path
 ) -> None:
-    project = create_demo_project(home=tmp_path)
+    project = create_demo_project(tmp_path / "demo")
     done = rune_run(coder_data_dir, tmp_path, project, DEMO_TASK, "--yes")
     transcript = done.stdout + done.stderr
     assert done.returncode == 0, transcript

@@ -228,7 +228,7 @@ def test_installed_scripted_demo_fixes_the_sample(installed: Installed) -> None:
     done = installed.run(installed.bin / "rune", "demo", "--backend", "scripted", stdin="a\na\n")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "add(2, 3) == 5 now" in done.stdout
-    (project,) = (installed.home / ".rune-e2e-probe").iterdir()
+    project = installed.home / "xdg-cache" / "rune" / "demo"
     assert (project / "calc.py").read_text() == FIXED_CALC
     assert any((installed.home / "rune-data").rglob("*.jsonl")), "no session journal"
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,15 +52,24 @@ def test_mul():
 """
 
 
-def create_demo_project(home: Path | None = None) -> Path:
-    """Make ``~/.rune-e2e-probe/demo-<timestamp>/`` with calc.py and test_calc.py."""
-    base = (home if home is not None else Path.home()) / ".rune-e2e-probe"
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    project = base / f"demo-{stamp}"
-    suffix = 1
-    while project.exists():
-        suffix += 1
-        project = base / f"demo-{stamp}-{suffix}"
+def demo_directory() -> Path:
+    """Where ``rune demo`` keeps its sample project: one directory in Rune's cache (not in its
+    data directory, which the sandbox keeps the model out of), made afresh by every demo."""
+    from platformdirs import user_cache_path  # only when asked: keeps `import rune` light
+
+    return user_cache_path("rune") / "demo"
+
+
+def create_demo_project(directory: Path | None = None) -> Path:
+    """Make the sample project, calc.py and test_calc.py, in ``directory`` (default
+    :func:`demo_directory`), replacing what an earlier demo left there: demos do not pile up."""
+    project = directory if directory is not None else demo_directory()
+    if project.is_symlink():
+        raise ConfigError(
+            f"{project} is a symlink; Rune makes its demo project only in a real directory"
+        )
+    if project.exists():
+        shutil.rmtree(project)  # Rune's own: the last demo's project, whatever the model left
     project.mkdir(parents=True)
     (project / "calc.py").write_text(BROKEN_CALC, encoding="utf-8")
     (project / "test_calc.py").write_text(TEST_CALC, encoding="utf-8")
