@@ -131,6 +131,25 @@ def test_demo_without_answer_leaves_a_pending_session_then_resume_approves(home:
     assert "done" in rune(home, "sessions").stdout
 
 
+def test_the_demo_runs_its_own_test_with_no_advice_to_install_anything(home: Path) -> None:
+    done = rune(home, "demo", "--backend", "scripted", "--yes", "--yes")
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    assert "install pytest" not in said and "could not run" not in said
+    if scripted_demo_steps(home) == 2:  # where Rune runs tests itself (contained)
+        assert "run_tests failed: the tests failed (Ran 2 tests" in said  # before the fix
+        assert "✓ run_tests done" in said  # after it
+    # The project's own interpreter runs it as it is, pytest or not.
+    ran = subprocess.run(
+        [sys.executable, "-E", "-s", "test_calc.py"],
+        cwd=demo_project(home),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ran.returncode == 0 and "Ran 2 tests" in ran.stderr, ran.stdout + ran.stderr
+
+
 def test_a_second_demo_reuses_the_first_ones_directory_afresh(home: Path) -> None:
     first = rune(home, "demo", "--backend", "scripted", "--yes")
     assert first.returncode == 0, first.stdout + first.stderr

@@ -40,15 +40,23 @@ def mul(a, b):
     return a * b
 '''
 FIXED_CALC = BROKEN_CALC.replace("return a - b", "return a + b")
-TEST_CALC = """from calc import add, mul
+#: unittest-style, so the project's interpreter runs it with no pytest installed (pytest runs
+#: it too): Rune's own test run works in the throw-away project, with nothing to install
+TEST_CALC = """import unittest
+
+from calc import add, mul
 
 
-def test_add():
-    assert add(2, 3) == 5
+class TestCalc(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(add(2, 3), 5)
+
+    def test_mul(self):
+        self.assertEqual(mul(2, 3), 6)
 
 
-def test_mul():
-    assert mul(2, 3) == 6
+if __name__ == "__main__":
+    unittest.main()
 """
 
 
