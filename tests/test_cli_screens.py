@@ -6,6 +6,7 @@ subprocess."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -167,3 +168,16 @@ def test_without_the_extra_doctor_gives_one_verdict(home: Path) -> None:
     assert embedded == ["!!  embedded: not installed (it runs models without a server)"]
     assert "ok  server" not in done.stdout
     assert "rune pull" not in done.stdout.split("pipx install")[0]  # install comes first
+
+
+def test_doctors_no_model_suggestion_is_safe_to_type_in_a_users_project(home: Path) -> None:
+    mine = "def add(a, b):\n    return a - b  # the user's own, not Rune's demo\n"
+    (home / "calc.py").write_text(mine)
+    doctor = without_embedded(home, "doctor")
+    found = re.search(r"no model at all[^:]*: (rune [^.\n]*--backend scripted)", doctor.stdout)
+    assert found is not None, doctor.stdout
+    assert found.group(1).startswith("rune demo ")
+    # Typed as it is, here, with every change approved: the user's calc.py stays as it was.
+    typed = rune(home, *found.group(1).split()[1:], "--yes", "--yes")
+    assert typed.returncode == EXIT_OK, typed.stdout + typed.stderr
+    assert (home / "calc.py").read_text() == mine

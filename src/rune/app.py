@@ -82,7 +82,8 @@ def no_backend_help(embedded: bool | None = None) -> str:
     return (
         "No model server found and no model configured. Any one of these works:\n"
         + "".join(first)
-        + "  - or try the flow with no model at all: --backend scripted."
+        + "  - or watch the whole flow with no model at all, in a throw-away project of its"
+        " own: rune demo --backend scripted."
     )
 
 
