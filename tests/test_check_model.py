@@ -21,7 +21,7 @@ from tests.fakes.ollama_server import (
     tool_reply,
 )
 
-from rune.cli import EXIT_FAILED, EXIT_OK
+from rune.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from rune.messages import PendingApproval
 from rune.model_check import (
     AutoChoice,
@@ -146,6 +146,14 @@ def test_json_is_one_machine_line(home: Path, ollama: FakeOllama) -> None:
     first = result["tasks"][0]
     assert first["task"] == TASKS[0].name and first["sources"] == {"text-fallback": 1}
     assert first["fixed"] is True and first["steps"] == 2 and first["budget"] == 6
+
+
+def test_the_scripted_backend_is_not_blamed_as_a_model(home: Path) -> None:
+    done = rune(home, "check-model", "--backend", "scripted")
+    assert done.returncode == EXIT_USAGE
+    assert "the scripted backend is not a model" in done.stderr
+    assert "rune demo --backend scripted" in done.stderr
+    assert "verdict" not in done.stdout and "not fixed" not in done.stdout
 
 
 def test_the_shipped_tasks_are_the_bench_tasks() -> None:

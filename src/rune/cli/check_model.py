@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from rune import events as ev
-from rune.cli.exits import EXIT_FAILED, EXIT_OK
+from rune.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from rune.config import LoadedConfig
 from rune.model_check import (
     AutoChoice,
@@ -33,6 +33,12 @@ from rune.model_check import (
 )
 from rune.text import visible
 
+SCRIPTED_IS_NO_MODEL = (
+    "the scripted backend is not a model: it replays the demo's fixed turns (for tests, and "
+    "to watch the flow: rune demo --backend scripted), so there is nothing to check. Name a "
+    "model: rune check-model NAME, with --backend ollama, an OpenAI-compatible URL, or a "
+    ".gguf path as NAME"
+)
 #: model turns per task: a fix takes three (change, check, answer); a few spare for a retry
 DEFAULT_TURNS = 6
 
@@ -45,6 +51,9 @@ def check_model(args: Any, loaded: LoadedConfig, out: Console, err: Console) -> 
     flags = {"protocol": settings.protocol, "max_iterations": turns}
     tasks = builtin_tasks()
     choice = choose_backend(settings)
+    if choice.kind == "scripted":
+        err.print(Text(SCRIPTED_IS_NO_MODEL, style="bold red"))
+        return EXIT_USAGE
     with ExitStack() as stack:
         if choice.kind == "embedded":
             err.print(f"starting the embedded llama.cpp server with {choice.model_path}")
