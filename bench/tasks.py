@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from rune import events as ev
-from rune.app import BackendChoice, auto_approves
+from rune.app import BackendChoice, EmbeddedBackend, OpenAIBackend, auto_approves
 from rune.assists import ASSIST_NAMES
 from rune.catalog import find, pulled_path
 from rune.embedded import EmbeddedLlamaServer
@@ -168,8 +168,11 @@ def server_for(
     prompt cache's directory and file name or None)``."""
     entry = find(args.model) if args.model else None
     if args.base_url:
-        kind = "embedded" if args.as_embedded else "openai"
-        choice = BackendChoice(kind, "bench", url=args.base_url, catalog=entry)  # type: ignore[arg-type]
+        choice: BackendChoice = (
+            EmbeddedBackend("bench", entry.path if entry else None, entry, url=args.base_url)
+            if args.as_embedded
+            else OpenAIBackend("bench", args.base_url)
+        )
         with OpenAICompatTransport(args.base_url) as probe:
             models = probe.list_models()
         yield args.base_url, (models[0] if models else args.model or ""), choice, None
@@ -182,7 +185,7 @@ def server_for(
         EmbeddedLlamaServer(entry.path, ctx=entry.context, slot_dir=Path(scratch)) as server,
     ):
         print(f"model {entry.name} loaded in {time.perf_counter() - started:.1f} s", flush=True)
-        choice = BackendChoice("embedded", "bench", model_path=entry.path, catalog=entry)
+        choice = EmbeddedBackend("bench", entry.path, entry)
         # A new cache directory: the first task runs as the first run on a machine does.
         slots = None if args.no_prompt_cache else (Path(scratch), server.slot_file_name())
         yield server.base_url, server.model, choice, slots

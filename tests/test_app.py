@@ -13,6 +13,10 @@ from tests.fakes.openai_server import MODEL_ID, FakeOpenAIServer
 
 from rune.app import (
     BackendChoice,
+    EmbeddedBackend,
+    OllamaBackend,
+    OpenAIBackend,
+    ScriptedBackend,
     build_operator,
     choose_backend,
     no_backend_help,
@@ -20,6 +24,7 @@ from rune.app import (
     open_rune,
     protocol_for,
     sandbox_policy,
+    settings_from_header,
 )
 from rune.catalog import QWEN_CODER_0_5B, QWEN_CODER_1_5B, STAMP_SUFFIX, CatalogModel
 from rune.config import LoadedConfig, Settings, load
@@ -52,6 +57,27 @@ def configured(tmp_path: Path, flags: dict[str, object]) -> LoadedConfig:
 
 
 # --- backend selection ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "choice",
+    [
+        ScriptedBackend("configured"),
+        OpenAIBackend("configured", "http://127.0.0.1:8080/v1"),
+        EmbeddedBackend("configured", Path("/models/a model.gguf")),
+    ],
+)
+def test_a_sessions_backend_header_brings_the_same_backend_back(
+    tmp_path: Path, choice: BackendChoice
+) -> None:
+    restored = settings(tmp_path).model_copy(update=settings_from_header(choice.header))
+    again = choose_backend(restored, probe=lambda _host: False)
+    assert (again.kind, again.header) == (choice.kind, choice.header)
+
+
+def test_an_ollama_header_brings_ollama_back(tmp_path: Path) -> None:
+    update = settings_from_header(OllamaBackend("configured", "http://h:1").header)
+    assert choose_backend(settings(tmp_path).model_copy(update=update)).kind == "ollama"
 
 
 def test_ollama_answers_is_true_only_for_a_real_answer(silent_server: str) -> None:
@@ -183,14 +209,18 @@ def test_ollama_serves_a_named_model_when_it_answers(tmp_path: Path) -> None:
     ],
 )
 def test_the_protocol_rule(tmp_path: Path, setting: str, kind: str, expected: str) -> None:
-    choice = BackendChoice(kind, "test")  # type: ignore[arg-type]
+    choice = {
+        "embedded": EmbeddedBackend("test", None),
+        "ollama": OllamaBackend("test", "http://127.0.0.1:11434"),
+        "openai": OpenAIBackend("test", "http://127.0.0.1:8080/v1"),
+    }[kind]
     assert protocol_for(settings(tmp_path, protocol=setting), choice) == expected
 
 
 def test_generation_options_are_the_catalogue_defaults_under_the_settings(tmp_path: Path) -> None:
     from rune.transport.scripted import ScriptedTransport
 
-    choice = BackendChoice("embedded", "test", catalog=QWEN_CODER_1_5B)
+    choice = EmbeddedBackend("test", QWEN_CODER_1_5B.path, QWEN_CODER_1_5B)
     transport = ScriptedTransport([])
     operator = build_operator(settings(tmp_path), choice, transport, "m")
     assert operator.budget.options == {"temperature": 0.0, "seed": 1, "num_predict": 1024}
@@ -251,7 +281,7 @@ def test_openai_compatible_backend_picks_the_served_model(tmp_path: Path) -> Non
         loaded = configured(tmp_path, {"backend": server.base_url})
         with open_rune(loaded) as rune:
             assert rune.model == MODEL_ID
-            assert rune.backend == BackendChoice("openai", "configured", url=server.base_url)
+            assert rune.backend == OpenAIBackend("configured", server.base_url)
 
 
 def test_a_resumed_session_keeps_its_backend_and_model(tmp_path: Path) -> None:

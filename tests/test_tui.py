@@ -11,7 +11,7 @@ import pytest
 from tests.fakes.ollama_server import FakeModel, FakeOllama, Reply, text_reply
 from textual.widgets import Input
 
-from rune.app import BackendChoice, Rune, open_rune, sandbox_policy
+from rune.app import Rune, ScriptedBackend, open_rune, sandbox_policy
 from rune.config import load
 from rune.demo import BROKEN_CALC, DEMO_TASK, FIXED_CALC, scripted_demo_transport
 from rune.operator import RuneOperator
@@ -216,7 +216,7 @@ def snapshot_rune(workspace: Path) -> Rune:
     )
     rune = Rune(
         loaded.settings,
-        BackendChoice("scripted", "configured"),
+        ScriptedBackend("configured"),
         transport,
         "scripted-demo",
         capabilities(transport, "scripted-demo"),

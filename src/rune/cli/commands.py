@@ -521,6 +521,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         out.print(f"no MCP servers configured; add [mcp.servers.NAME] to {user_config_file()}")
         return EXIT_OK
     with mcp_servers(loaded.mcp_servers, loaded.settings) as manager:
+        assert manager is not None  # there are servers
         checks = mcp_checks(manager)
         for check, status in zip(checks, manager.statuses(), strict=True):
             mark = Text("ok  ", style="green") if check.ok else Text("!!  ", style="bold red")
