@@ -1,5 +1,5 @@
-"""``rune undo`` and ``rune redo``: take back a session's file changes, or bring them back
-(:mod:`rune.sessions.undo` does the work; this is the command line around it)."""
+"""``rune undo``: take back a session's file changes (``rune redo``, :mod:`rune.cli.commands.redo`,
+brings them back; :mod:`rune.sessions.undo` does the work; this is the command line around it)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _session_id(args: argparse.Namespace, workspace: Path) -> str | None:
     return None
 
 
-def _run(args: argparse.Namespace, action: str) -> int:
+def carry_out(args: argparse.Namespace, action: str) -> int:
     from rune.app import session_store
     from rune.sessions import undo as undoing
 
@@ -59,9 +59,5 @@ def _run(args: argparse.Namespace, action: str) -> int:
     return EXIT_OK
 
 
-def cmd_undo(args: argparse.Namespace) -> int:
-    return _run(args, "undo")
-
-
-def cmd_redo(args: argparse.Namespace) -> int:
-    return _run(args, "redo")
+def command(args: argparse.Namespace) -> int:
+    return carry_out(args, "undo")

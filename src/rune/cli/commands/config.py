@@ -1,0 +1,43 @@
+"""``rune config``: each effective setting and where it came from."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from rune.cli import consoles
+from rune.cli.driving import load_config
+from rune.cli.exits import (
+    EXIT_OK,
+)
+from rune.config import KEYS
+
+out, err = consoles.out, consoles.err
+
+
+def command(args: argparse.Namespace) -> int:
+    from rune.config import project_config_file, user_config_file
+
+    loaded = load_config(args, warn=False)
+    table = Table("key", "value", "from", box=None)
+    for key in KEYS:
+        value = loaded.settings.value(key)
+        if key == "api_key" and value:
+            value = "***"
+        shown = "(not set)" if value is None else _show(value)
+        table.add_row(key, shown, loaded.sources[key])
+    out.print(table)
+    out.print(f"user file:    {user_config_file()}")
+    out.print(f"project file: {project_config_file(loaded.settings.workspace)}")
+    for note in loaded.refused:
+        out.print(Text(f"refused: {note}", style="yellow"))
+    return EXIT_OK
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, tuple | list):
+        return ", ".join(str(v) for v in value) or "(none)"
+    return str(value).lower() if isinstance(value, bool) else str(value)

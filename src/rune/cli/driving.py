@@ -1,0 +1,168 @@
+"""What the commands that run the loop share: the settings from the command line, the agent
+opened with its first lines, and the drive until the run ends or waits (approvals asked on
+stdin through :mod:`rune.approvals`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.text import Text
+
+from rune.cli import consoles
+from rune.cli.exits import (
+    EXIT_BY_OUTCOME,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_PENDING,
+)
+from rune.cli.render import ConsoleReporter, ask_decision, page_text
+from rune.cli.unstarted import RunNotStarted
+from rune.config import ApprovalMode, LoadedConfig, load
+from rune.errors import ConfigError, RuneError
+from rune.messages import OperatorResponse
+from rune.text import visible
+
+out, err = consoles.out, consoles.err
+
+
+APPROVAL_BY_YES: dict[int, ApprovalMode] = {1: "edits", 2: "all"}
+
+
+def load_config(args: argparse.Namespace, *, warn: bool = True, **extra: Any) -> LoadedConfig:
+    """The settings for this command line: only the flags the user gave are a layer."""
+    yes = min(getattr(args, "yes", 0) or 0, 2)
+    flags = {
+        "model": getattr(args, "model", None),
+        "backend": getattr(args, "backend", None),
+        "api_key": getattr(args, "api_key", None),
+        "workspace": getattr(args, "workspace", None),
+        "max_iterations": getattr(args, "max_iterations", None),
+        "max_budgets": getattr(args, "max_budgets", None),
+        "protocol": getattr(args, "protocol", None),
+        "timeout": getattr(args, "timeout", None),
+        "approval": APPROVAL_BY_YES.get(yes),
+        "sandbox.write_roots": getattr(args, "write_root", None),
+        "sandbox.allow_credentials": getattr(args, "allow_credential", None),
+        **extra,
+    }
+    loaded = load(flags)
+    for note in loaded.refused if warn else ():
+        err.print(Text(f"warning: {note}", style="yellow"))
+    return loaded
+
+
+# --- driving the loop ---------------------------------------------------------------------
+
+
+# --- driving the loop ---------------------------------------------------------------------
+
+
+@contextmanager
+def opened(loaded: LoadedConfig, reporter: ConsoleReporter, **options: Any) -> Iterator[Any]:
+    """``open_rune`` for the CLI: the model line as soon as the model is known, the status
+    line while the server starts or answers questions, the reporter wired to the loop."""
+    from rune.app import open_rune
+
+    def announce(opening: Any) -> None:
+        reporter.line(Text(f"rune · {opening.model} via {opening.backend.label}", style="dim"))
+        if opening.picked:
+            reporter.line(Text(f"  ({opening.picked})", style="dim"))
+
+    # A read outside the workspace is asked at a terminal only: answers piped in were written
+    # before anyone saw what the model would ask to read.
+    options.setdefault("can_ask", sys.stdin is not None and sys.stdin.isatty())
+    started = False
+    try:
+        with open_rune(loaded, announce=announce, status=reporter.waiting, **options) as rune:
+            started = True
+            reporter.waiting(None)
+            reporter.session_id = rune.session_id
+            reporter.progress = rune.transport.progress
+            rune.relay.target = reporter
+            reporter.line(
+                Text(f"session {rune.session_id} · workspace {rune.workspace}", style="dim")
+            )
+            for note in rune.startup_warnings():
+                err.print(Text(f"warning: {note}", style="yellow"))
+            yield rune
+    except RuneError as error:
+        if started or isinstance(error, ConfigError):
+            raise
+        raise RunNotStarted(error, options.get("session_id")) from None
+    finally:
+        reporter.close()
+
+
+def drive(
+    rune: Any,
+    reporter: ConsoleReporter,
+    start: Callable[[], OperatorResponse | None],
+    *,
+    outcome_line: bool = True,
+) -> tuple[int, OperatorResponse | None]:
+    """Run until the run ends or waits: the shared flow of run, demo and resume. The exit
+    status says how it ended (:data:`EXIT_BY_OUTCOME`)."""
+    from rune.approvals import answered, carry_out
+    from rune.grants import offer
+
+    try:
+        response = start()
+        while response is not None and response.pending is not None:
+            pending = response.pending
+            reporter.show_approval(pending)
+            why = answered(rune, pending)
+            if why is not None:
+                reporter.line(Text(why, style="dim"))
+                response = rune.operator.approve()
+                continue
+            decision = ask_decision(out, page=_pager(pending), grant=offer(pending))
+            if decision is None:
+                hint = (
+                    "it is sensitive, so it needs your answer even under --yes"
+                    if pending.sensitive
+                    else "or pass --yes to approve file edits"
+                )
+                err.print(
+                    "An approval is waiting and stdin gave no answer (it is not a terminal?). "
+                    f"The session is kept: `rune resume {rune.session_id}`; {hint}."
+                )
+                return EXIT_PENDING, response
+            response = carry_out(rune, decision)
+    except KeyboardInterrupt:
+        reporter.close()
+        reporter.line("")
+        err.print(f"interrupted; the session is kept: `rune resume {rune.session_id}`")
+        return EXIT_INTERRUPTED, None
+    reporter.close()
+    if response is None:
+        return EXIT_OK, None
+    reporter.finish(response, outcome_line=outcome_line)
+    if response.outcome == "limit":
+        reporter.line(
+            Text(
+                f"the budget of {response.iteration_budget} model turns is spent; "
+                f"`rune resume {rune.session_id} --continue` runs the task on with a fresh one",
+                style="yellow",
+            )
+        )
+    elif response.outcome == "failed":
+        reporter.line(
+            Text(
+                f"`rune resume {rune.session_id}` tries again from the last good point",
+                style="yellow",
+            )
+        )
+    return EXIT_BY_OUTCOME[response.outcome], response
+
+
+def _pager(pending: Any) -> Callable[[], None] | None:
+    """ "d" at the approval prompt: the whole diff in the pager, on a terminal."""
+    from rune.view import is_command
+
+    if not out.is_terminal or is_command(pending) or pending.grant or not pending.preview:
+        return None
+    return lambda: page_text(visible(pending.preview))
