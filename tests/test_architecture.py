@@ -256,3 +256,15 @@ def test_a_planted_cycle_within_a_layer_fails(copy_of_src: Path) -> None:
     plant(copy_of_src, "rune.seal", "from rune import state")
     assert layer_violations(copy_of_src) == []
     assert import_cycles(copy_of_src) == [["rune.seal", "rune.state"]]
+
+
+def test_a_transport_wrapper_is_exactly_a_transport() -> None:
+    # What callers use is declared by the Transport protocol; a wrapper forwards nothing
+    # else unseen (issue 24: no __getattr__ forwarding).
+    from rune.transport.base import Transport, TransportWrapper
+    from rune.transport.scripted import ScriptedTransport
+
+    wrapped = TransportWrapper(ScriptedTransport([]))
+    assert isinstance(wrapped, Transport)
+    assert not hasattr(wrapped, "requests") and hasattr(wrapped.inner, "requests")
+    assert "__getattr__" not in vars(TransportWrapper)

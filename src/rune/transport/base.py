@@ -65,8 +65,9 @@ class Transport(Protocol):
 
 class TransportWrapper:
     """A :class:`Transport` around ``inner`` that changes how ``chat`` is made (a subclass
-    defines it) and nothing else: capabilities, and every other attribute (``list_models``,
-    ``close``, a scripted transport's ``requests``...), are the inner transport's."""
+    defines it) and nothing else: the capabilities are the inner transport's. It is exactly a
+    :class:`Transport`: what else the inner one has (``list_models``, ``close``, a scripted
+    transport's ``requests``) is asked of ``inner`` itself, never forwarded unseen."""
 
     def __init__(self, inner: Transport) -> None:
         self.inner = inner
@@ -81,5 +82,3 @@ class TransportWrapper:
     def context_length(self, model: str) -> int | None:
         return self.inner.context_length(model)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
