@@ -263,8 +263,9 @@ def test_a_transport_wrapper_is_exactly_a_transport() -> None:
     # else unseen (issue 24: no __getattr__ forwarding).
     from rune.transport.base import Transport, TransportWrapper
     from rune.transport.scripted import ScriptedTransport
+    from rune.transport.watch import WatchedTransport
 
-    wrapped = TransportWrapper(ScriptedTransport([]))
+    wrapped = WatchedTransport(ScriptedTransport([]))
     assert isinstance(wrapped, Transport)
     assert not hasattr(wrapped, "requests") and hasattr(wrapped.inner, "requests")
     assert "__getattr__" not in vars(TransportWrapper)
