@@ -1,9 +1,13 @@
 """The approval driver the CLI and the TUI share: what an approval shows, which approvals
 need no question (``--yes``, a grant for the session), and how a person's decision is carried
-out. Each edge only asks its own way (a prompt on stdin, a screen).
+out. Each edge only shows and asks its own way (a prompt on stdin, JSON lines, a screen):
+:func:`settle` is the loop for an edge that can wait for the answer (``rune run``, ``rune run
+--json``); the TUI, which cannot block, calls :func:`answered` and :func:`carry_out` itself.
 """
 
 from __future__ import annotations
+
+from typing import Protocol
 
 from rune.app import Rune, auto_approves
 from rune.messages import OperatorResponse, PendingApproval
@@ -48,3 +52,34 @@ def carry_out(rune: Rune, decision: Decision) -> OperatorResponse:
     if decision.grant is not None:
         operator.allow(decision.grant)
     return operator.approve()
+
+
+class Edge(Protocol):
+    """How one front end shows an approval and gets its answer."""
+
+    def show(self, pending: PendingApproval) -> None:
+        """The approval, before it is answered."""
+
+    def approved(self, pending: PendingApproval, why: str) -> None:
+        """It needed no question: ``why`` (``--yes``, a grant)."""
+
+    def ask(self, pending: PendingApproval) -> Decision | None:
+        """A person's decision; None when there is nobody to answer (the run stays paused)."""
+
+
+def settle(rune: Rune, response: OperatorResponse, edge: Edge) -> OperatorResponse:
+    """Answer approvals until the run ends, or one waits with no answer: then the response
+    still holds it (``pending``), and the session keeps it."""
+    while response.pending is not None:
+        pending = response.pending
+        edge.show(pending)
+        why = answered(rune, pending)
+        if why is not None:
+            edge.approved(pending, why)
+            response = rune.operator.approve()
+            continue
+        decision = edge.ask(pending)
+        if decision is None:
+            return response
+        response = carry_out(rune, decision)
+    return response

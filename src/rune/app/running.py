@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 class Driver(Protocol):
     """What the edges drive: ``rune.operator.RuneOperator``."""
 
+    #: the session it journals to (None: an operator that keeps none)
+    session: Session | None
+
     @property
     def pending(self) -> PendingApproval | None: ...
 

@@ -8,7 +8,7 @@ import argparse
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 
@@ -23,7 +23,11 @@ from rune.cli.render import ConsoleReporter, ask_decision, page_text
 from rune.cli.unstarted import RunNotStarted
 from rune.config import ApprovalMode, LoadedConfig, load
 from rune.errors import ConfigError, RuneError
-from rune.messages import OperatorResponse
+from rune.messages import OperatorResponse, PendingApproval
+from rune.view import Decision
+
+if TYPE_CHECKING:
+    from rune.app import Opening, Rune
 from rune.text import visible
 
 out, err = consoles.out, consoles.err
@@ -32,7 +36,7 @@ out, err = consoles.out, consoles.err
 APPROVAL_BY_YES: dict[int, ApprovalMode] = {1: "edits", 2: "all"}
 
 
-def load_config(args: argparse.Namespace, *, warn: bool = True, **extra: Any) -> LoadedConfig:
+def load_config(args: argparse.Namespace, *, warn: bool = True, **extra: object) -> LoadedConfig:
     """The settings for this command line: only the flags the user gave are a layer."""
     yes = min(getattr(args, "yes", 0) or 0, 2)
     flags = {
@@ -58,26 +62,36 @@ def load_config(args: argparse.Namespace, *, warn: bool = True, **extra: Any) ->
 # --- driving the loop ---------------------------------------------------------------------
 
 
-# --- driving the loop ---------------------------------------------------------------------
-
-
 @contextmanager
-def opened(loaded: LoadedConfig, reporter: ConsoleReporter, **options: Any) -> Iterator[Any]:
+def opened(
+    loaded: LoadedConfig,
+    reporter: ConsoleReporter,
+    *,
+    session_id: str | None = None,
+    title: str = "",
+) -> Iterator[Rune]:
     """``open_rune`` for the CLI: the model line as soon as the model is known, the status
     line while the server starts or answers questions, the reporter wired to the loop."""
     from rune.app import open_rune
 
-    def announce(opening: Any) -> None:
+    def announce(opening: Opening) -> None:
         reporter.line(Text(f"rune · {opening.model} via {opening.backend.label}", style="dim"))
         if opening.picked:
             reporter.line(Text(f"  ({opening.picked})", style="dim"))
 
     # A read outside the workspace is asked at a terminal only: answers piped in were written
     # before anyone saw what the model would ask to read.
-    options.setdefault("can_ask", sys.stdin is not None and sys.stdin.isatty())
+    can_ask = sys.stdin is not None and sys.stdin.isatty()
     started = False
     try:
-        with open_rune(loaded, announce=announce, status=reporter.waiting, **options) as rune:
+        with open_rune(
+            loaded,
+            session_id=session_id,
+            title=title,
+            announce=announce,
+            status=reporter.waiting,
+            can_ask=can_ask,
+        ) as rune:
             started = True
             reporter.waiting(None)
             reporter.session_id = rune.session_id
@@ -92,13 +106,31 @@ def opened(loaded: LoadedConfig, reporter: ConsoleReporter, **options: Any) -> I
     except RuneError as error:
         if started or isinstance(error, ConfigError):
             raise
-        raise RunNotStarted(error, options.get("session_id")) from None
+        raise RunNotStarted(error, session_id) from None
     finally:
         reporter.close()
 
 
+class _Prompt:
+    """The approval edge of ``rune run``: the change shown on stdout, the question on stdin."""
+
+    def __init__(self, reporter: ConsoleReporter) -> None:
+        self.reporter = reporter
+
+    def show(self, pending: PendingApproval) -> None:
+        self.reporter.show_approval(pending)
+
+    def approved(self, pending: PendingApproval, why: str) -> None:
+        self.reporter.line(Text(why, style="dim"))
+
+    def ask(self, pending: PendingApproval) -> Decision | None:
+        from rune.grants import offer
+
+        return ask_decision(out, page=_pager(pending), grant=offer(pending))
+
+
 def drive(
-    rune: Any,
+    rune: Rune,
     reporter: ConsoleReporter,
     start: Callable[[], OperatorResponse | None],
     *,
@@ -106,32 +138,23 @@ def drive(
 ) -> tuple[int, OperatorResponse | None]:
     """Run until the run ends or waits: the shared flow of run, demo and resume. The exit
     status says how it ended (:data:`EXIT_BY_OUTCOME`)."""
-    from rune.approvals import answered, carry_out
-    from rune.grants import offer
+    from rune.approvals import settle
 
     try:
         response = start()
-        while response is not None and response.pending is not None:
-            pending = response.pending
-            reporter.show_approval(pending)
-            why = answered(rune, pending)
-            if why is not None:
-                reporter.line(Text(why, style="dim"))
-                response = rune.operator.approve()
-                continue
-            decision = ask_decision(out, page=_pager(pending), grant=offer(pending))
-            if decision is None:
-                hint = (
-                    "it is sensitive, so it needs your answer even under --yes"
-                    if pending.sensitive
-                    else "or pass --yes to approve file edits"
-                )
-                err.print(
-                    "An approval is waiting and stdin gave no answer (it is not a terminal?). "
-                    f"The session is kept: `rune resume {rune.session_id}`; {hint}."
-                )
-                return EXIT_PENDING, response
-            response = carry_out(rune, decision)
+        if response is not None:
+            response = settle(rune, response, _Prompt(reporter))
+        if response is not None and response.pending is not None:
+            hint = (
+                "it is sensitive, so it needs your answer even under --yes"
+                if response.pending.sensitive
+                else "or pass --yes to approve file edits"
+            )
+            err.print(
+                "An approval is waiting and stdin gave no answer (it is not a terminal?). "
+                f"The session is kept: `rune resume {rune.session_id}`; {hint}."
+            )
+            return EXIT_PENDING, response
     except KeyboardInterrupt:
         reporter.close()
         reporter.line("")
@@ -159,7 +182,7 @@ def drive(
     return EXIT_BY_OUTCOME[response.outcome], response
 
 
-def _pager(pending: Any) -> Callable[[], None] | None:
+def _pager(pending: PendingApproval) -> Callable[[], None] | None:
     """ "d" at the approval prompt: the whole diff in the pager, on a terminal."""
     from rune.view import is_command
 

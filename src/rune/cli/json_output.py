@@ -20,7 +20,7 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from typing import Any, TextIO, assert_never
+from typing import TYPE_CHECKING, Any, TextIO, assert_never
 
 from rich.console import Console
 
@@ -30,7 +30,10 @@ from rune.cli.render import ConsoleReporter, ask_decision
 from rune.config import LoadedConfig
 from rune.errors import ConfigError, RuneError
 from rune.messages import OperatorResponse, PendingApproval, ToolEvent
-from rune.view import describe_request
+from rune.view import Decision, describe_request
+
+if TYPE_CHECKING:
+    from rune.app import Rune
 
 #: bumped when a key changes meaning or goes away (new keys and new types do not bump it)
 SCHEMA_VERSION = 1
@@ -226,41 +229,48 @@ def _run(args: argparse.Namespace, loaded: LoadedConfig, emitter: JsonEmitter) -
         )
 
 
+class _JsonEdge:
+    """The approval edge of ``rune run --json``: each approval and its decision a JSON line;
+    a person answers on stdin, asked on stderr (stdout is the scripts')."""
+
+    def __init__(self, emitter: JsonEmitter) -> None:
+        self.emitter = emitter
+
+    def show(self, pending: PendingApproval) -> None:
+        self.emitter.approval(pending)
+
+    def approved(self, pending: PendingApproval, why: str) -> None:
+        # --yes, or what the user allowed for the session earlier
+        self.emitter.decision("approve", "--yes" if "--yes" in why else "user", "")
+
+    def ask(self, pending: PendingApproval) -> Decision | None:
+        decision = _ask(pending)
+        if decision is not None:
+            by = "approve" if decision.approve else "reject"
+            self.emitter.decision(by, "user", decision.reason)
+        return decision
+
+
 def _drive(
-    rune: Any, emitter: JsonEmitter, start: Callable[[], OperatorResponse]
+    rune: Rune, emitter: JsonEmitter, start: Callable[[], OperatorResponse]
 ) -> OperatorResponse:
     """Run, answering each approval as ``rune run`` does (``--yes``, else a person on stdin,
     asked on stderr). An approval nobody answers leaves the run paused: the session keeps it."""
-    from rune.app import auto_approves
+    from rune.approvals import settle
 
-    response = start()
-    while response.pending is not None:
-        pending = response.pending
-        emitter.approval(pending)
-        if auto_approves(rune.settings.approval, pending):
-            emitter.decision("approve", "--yes")
-            response = rune.operator.approve()
-            continue
-        answer = _ask(pending)
-        if answer is None:
-            sys.stderr.write(
-                "An approval is waiting and stdin gave no answer. The session is kept: "
-                f"`rune resume {rune.session_id}`\n"
-            )
-            return response
-        approve, reason = answer
-        emitter.decision("approve" if approve else "reject", "user", reason)
-        response = rune.operator.approve() if approve else rune.operator.reject(reason)
+    response = settle(rune, start(), _JsonEdge(emitter))
+    if response.pending is not None:
+        sys.stderr.write(
+            "An approval is waiting and stdin gave no answer. The session is kept: "
+            f"`rune resume {rune.session_id}`\n"
+        )
     return response
 
 
-def _ask(pending: PendingApproval) -> tuple[bool, str] | None:
+def _ask(pending: PendingApproval) -> Decision | None:
     """A person's answer on stdin, the change shown and the question asked on stderr (stdout
     is the scripts'); None when stdin has none (closed, or not a terminal with nothing)."""
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     if sys.stdin is not None and sys.stdin.isatty():
         ConsoleReporter(console, status_line=False).show_approval(pending)
-    decision = ask_decision(console)
-    if decision is None:
-        return None
-    return decision.approve, decision.reason
+    return ask_decision(console)

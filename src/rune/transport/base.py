@@ -81,4 +81,3 @@ class TransportWrapper:
 
     def context_length(self, model: str) -> int | None:
         return self.inner.context_length(model)
-

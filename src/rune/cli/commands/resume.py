@@ -29,6 +29,7 @@ def command(args: argparse.Namespace) -> int:
     reporter = ConsoleReporter(out)
     with opened(loaded, reporter, session_id=session_id) as rune:
         operator = rune.operator
+        assert operator.session is not None  # opened by its id
         status = operator.session.status
 
         def start() -> OperatorResponse | None:
