@@ -31,6 +31,7 @@ LAYERS: dict[str, int] = {
     "rune.distribution": 0,
     "rune.text": 0,
     "rune.limits": 0,
+    "rune.keys": 0,
     "rune.calls": 0,
     "rune.stop": 0,
     "rune.outcome": 0,

@@ -186,3 +186,14 @@ def test_allowed_credentials_come_from_the_users_env_as_a_path_list(
     env = {"RUNE_SANDBOX_ALLOW_CREDENTIALS": f"{tmp_path / '.aws'}:~/.kube/config"}
     s = load({"workspace": str(workspace)}, env=env, user_file=user_file).settings
     assert s.sandbox_allow_credentials == (tmp_path / ".aws", Path.home() / ".kube" / "config")
+
+
+def test_every_settings_flag_is_an_option_of_rune_run() -> None:
+    # Settings are declared once (rune.keys.SETTINGS): the flag each names is the one the
+    # command line has, and the one `rune config` names as the source.
+    from rune.cli import command_parser
+    from rune.keys import SETTINGS
+
+    options = {o for action in command_parser("run")._actions for o in action.option_strings}
+    flags = {s.flag for s in SETTINGS if s.flag is not None}
+    assert flags and flags <= options

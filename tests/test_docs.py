@@ -96,3 +96,10 @@ def test_the_kept_names_are_importable_where_docs_says() -> None:
         for name in names:
             assert hasattr(imported, name), f"{module}.{name}"
             assert f"`{name}`" in loop_md, f"docs/loop.md does not list {name}"
+
+
+def test_the_docs_say_what_a_project_file_may_set_as_the_settings_declare_it() -> None:
+    from rune.keys import project_file_rule
+
+    text = " ".join((DOCS / "using.md").read_text(encoding="utf-8").split())
+    assert project_file_rule() in text

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -33,81 +33,22 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rune.errors import ConfigError
+from rune.keys import SETTINGS, Check
 from rune.limits import DEFAULT_BUDGETS, MAX_BUDGETS, MAX_ITERATIONS, MIN_ITERATIONS
 
 ApprovalMode = Literal["ask", "edits", "all"]
 Protocol = Literal["auto", "native", "text", "constrained"]
 NAMED_BACKENDS = ("ollama", "embedded", "scripted")
 
-# key -> (what it means, what is allowed); the order is the order `rune config` shows.
-KEYS: dict[str, tuple[str, str]] = {
-    "model": ("model name, or a path to a .gguf file", "a model name or a .gguf path"),
-    "backend": (
-        "model server",
-        "'ollama', 'embedded', 'scripted' or an http(s) base URL of an OpenAI-compatible server",
-    ),
-    "ollama_host": ("where Ollama listens", "host[:port] or an http(s) URL, as OLLAMA_HOST"),
-    "api_key": ("API key for an OpenAI-compatible server", "a string"),
-    "embedded_model": ("GGUF file for the embedded backend", "a path to a .gguf file"),
-    "workspace": ("the project directory", "a directory path"),
-    "max_iterations": (
-        "model turns per task",
-        f"an integer from {MIN_ITERATIONS} to {MAX_ITERATIONS}",
-    ),
-    "max_budgets": (
-        "budgets of max_iterations turns a task may chain while each one makes a change",
-        f"an integer from 1 to {MAX_BUDGETS}",
-    ),
-    "approval": (
-        "which changes need a human",
-        "'ask' (every change), 'edits' (file edits auto-approved), 'all' (everything)",
-    ),
-    "max_context": ("context window cap in tokens", "an integer of at least 512"),
-    "think": ("ask thinking models to think", "true or false"),
-    "auto_tests": (
-        "run the project's tests the task names before the first model call and after each change",
-        "true or false",
-    ),
-    "max_output_tokens": ("cap on tokens per model reply", "an integer of at least 16"),
-    "protocol": (
-        "how the model calls tools",
-        "'auto' (constrained for the embedded backend; native when the server's model has "
-        "tools, else text), 'native', 'text' or 'constrained'",
-    ),
-    "temperature": ("sampling temperature", "a number from 0 to 2 (0 is greedy)"),
-    "seed": ("sampling seed, for repeatable replies", "an integer"),
-    "timeout": (
-        "seconds to wait for the model server to send anything (read timeout)",
-        "a number of seconds from 1 to 86400 (default 300)",
-    ),
-    "sandbox.workspace_only": ("read and write only the workspace", "true or false"),
-    "sandbox.write_roots": ("extra directories Rune may write", "a list of directory paths"),
-    "sandbox.read_roots": ("extra directories Rune may read", "a list of directory paths"),
-    "sandbox.allow_credentials": (
-        "credential stores Rune may read anyway (never write)",
-        "a list of paths, each a credential store or a path inside one",
-    ),
-    "sandbox.contained_reads": (
-        "files and directories commands, checks and MCP servers may read in their sandbox "
-        "(read-only; home is otherwise private and empty there)",
-        "a list of paths",
-    ),
-}
+# key -> (what it means, what is allowed), as declared once in rune.keys.SETTINGS; the order
+# is the order `rune config` shows.
+KEYS: dict[str, tuple[str, str]] = {s.key: (s.means, s.allowed) for s in SETTINGS}
 ENV_PREFIX = "RUNE_"
 # Keys whose environment variable is a list of paths separated by os.pathsep.
-PATH_LISTS = frozenset(
-    {
-        "sandbox.write_roots",
-        "sandbox.read_roots",
-        "sandbox.allow_credentials",
-        "sandbox.contained_reads",
-    }
-)
+PATH_LISTS = frozenset(s.key for s in SETTINGS if s.path_list)
 # Settings whose command-line flag is not simply --<key>.
 FLAG_NAMES = {
-    "approval": "--yes",
-    "sandbox.write_roots": "--write-root",
-    "sandbox.allow_credentials": "--allow-credential",
+    s.key: s.flag for s in SETTINGS if s.flag and s.flag != "--" + s.key.replace("_", "-")
 }
 #: the read timeout (seconds) when none is set: a stalled server fails after this much silence
 DEFAULT_TIMEOUT = 300.0
@@ -435,66 +376,10 @@ def _validate_layer(
         ) from None
 
 
-def _anything(value: Any, current: Mapping[str, Any]) -> str | None:
-    return None
-
-
-def _not_above(key: str, ceiling: int | None) -> Callable[[Any, Mapping[str, Any]], str | None]:
-    """A numeric cap a project may lower, never raise above the user's effective value
-    (``ceiling`` when the user set none; None: no cap, so any value lowers it)."""
-
-    def check(value: Any, current: Mapping[str, Any]) -> str | None:
-        limit = current.get(key, ceiling)
-        if limit is None or int(value) <= int(limit):
-            return None
-        return f"a project file may only lower it, not raise it above your {int(limit)}"
-
-    return check
-
-
-def _ask_only(value: Any, current: Mapping[str, Any]) -> str | None:
-    return None if value == "ask" else "a project file may not auto-approve changes"
-
-
-def _no_lifting(value: Any, current: Mapping[str, Any]) -> str | None:
-    if value or not current.get("sandbox.workspace_only"):
-        return None
-    return "a project file may not lift the user's workspace_only"
-
-
-def _empty_only(value: Any, current: Mapping[str, Any]) -> str | None:
-    # An empty list drops the user's extra directories: that narrows.
-    return None if not value else "a project file may not give Rune more directories or files"
-
-
 # What a project file may set, each with its check (None: the value narrows or changes
 # nothing about trust). Every other key is refused from a project file.
-PROJECT_KEYS: dict[str, Callable[[Any, Mapping[str, Any]], str | None]] = {
-    # Caps a project may lower, never raise: a higher max_context or max_output_tokens would
-    # make the user's server allocate (and spend) what the user chose not to.
-    "max_iterations": _not_above("max_iterations", MAX_ITERATIONS),
-    "max_budgets": _not_above("max_budgets", DEFAULT_BUDGETS),
-    "max_context": _not_above("max_context", None),
-    "max_output_tokens": _not_above("max_output_tokens", None),
-    "think": _anything,
-    "auto_tests": _anything,
-    # The wire protocol for tools (another branch adds the key): it changes how tool calls are
-    # written, not what they may do.
-    "protocol": _anything,
-    "approval": _ask_only,
-    "sandbox.workspace_only": _no_lifting,
-    "sandbox.write_roots": _empty_only,
-    "sandbox.read_roots": _empty_only,
-    "sandbox.allow_credentials": _empty_only,
-}
-_WHY_REFUSED = {
-    "backend": "a project file may not choose the model server (it receives your code)",
-    "ollama_host": "a project file may not choose the model server (it receives your code)",
-    "api_key": "keys do not belong in a project's files; use the user file or env",
-    "model": "a project file may not choose the model (a model file is loaded into Rune)",
-    "embedded_model": "a project file may not choose a model file (it is loaded into Rune)",
-    "workspace": "a project file may not move the workspace",
-}
+PROJECT_KEYS: dict[str, Check] = {s.key: s.project for s in SETTINGS if callable(s.project)}
+_WHY_REFUSED = {s.key: s.project for s in SETTINGS if isinstance(s.project, str)}
 
 
 def _narrow(

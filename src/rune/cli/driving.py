@@ -23,6 +23,7 @@ from rune.cli.render import ConsoleReporter, ask_decision, page_text
 from rune.cli.unstarted import RunNotStarted
 from rune.config import ApprovalMode, LoadedConfig, load
 from rune.errors import ConfigError, RuneError
+from rune.keys import SETTINGS
 from rune.messages import OperatorResponse, PendingApproval
 from rune.view import Decision
 
@@ -39,20 +40,12 @@ APPROVAL_BY_YES: dict[int, ApprovalMode] = {1: "edits", 2: "all"}
 def load_config(args: argparse.Namespace, *, warn: bool = True, **extra: object) -> LoadedConfig:
     """The settings for this command line: only the flags the user gave are a layer."""
     yes = min(getattr(args, "yes", 0) or 0, 2)
-    flags = {
-        "model": getattr(args, "model", None),
-        "backend": getattr(args, "backend", None),
-        "api_key": getattr(args, "api_key", None),
-        "workspace": getattr(args, "workspace", None),
-        "max_iterations": getattr(args, "max_iterations", None),
-        "max_budgets": getattr(args, "max_budgets", None),
-        "protocol": getattr(args, "protocol", None),
-        "timeout": getattr(args, "timeout", None),
-        "approval": APPROVAL_BY_YES.get(yes),
-        "sandbox.write_roots": getattr(args, "write_root", None),
-        "sandbox.allow_credentials": getattr(args, "allow_credential", None),
-        **extra,
+    flags: dict[str, object] = {
+        setting.key: getattr(args, setting.flag.removeprefix("--").replace("-", "_"), None)
+        for setting in SETTINGS
+        if setting.flag is not None and setting.key != "approval"
     }
+    flags = {**flags, "approval": APPROVAL_BY_YES.get(yes), **extra}
     loaded = load(flags)
     for note in loaded.refused if warn else ():
         err.print(Text(f"warning: {note}", style="yellow"))
