@@ -199,22 +199,6 @@ def test_without_a_project_venv_a_models_python3_is_not_runes(home: Path, worksp
 # --- one obvious way in --------------------------------------------------------------------------
 
 
-def test_a_task_in_quotes_is_rune_run(home: Path, workspace: Path) -> None:
-    done = rune(
-        home,
-        "look at calc.py",
-        "--backend",
-        "scripted",
-        "--workspace",
-        str(workspace),
-        script=[final("add() subtracts.")],
-    )
-    assert done.returncode == EXIT_OK, done.stdout + done.stderr
-    assert "add() subtracts." in done.stdout
-    assert last_line(done) == "✓ answered, no file changed (step 1/8)"
-    assert "look at calc.py" in rune(home, "sessions").stdout
-
-
 @pytest.mark.parametrize(("word", "command"), [("sesions", "sessions"), ("doctr", "doctor")])
 def test_a_near_miss_of_a_command_is_a_helpful_error_not_a_task(
     home: Path, word: str, command: str
@@ -226,20 +210,21 @@ def test_a_near_miss_of_a_command_is_a_helpful_error_not_a_task(
     assert rune(home, "sessions").stdout.strip() == "no sessions yet"
 
 
-@pytest.mark.parametrize("word", ["fix", "refactor", "docs"])
-def test_a_one_word_task_is_rune_run(home: Path, workspace: Path, word: str) -> None:
+@pytest.mark.parametrize("task", ["look at calc.py", "fix", "refactor", "docs"])
+def test_a_task_in_quotes_or_one_word_is_rune_run(home: Path, workspace: Path, task: str) -> None:
     done = rune(
         home,
-        word,
+        task,
         "--backend",
         "scripted",
         "--workspace",
         str(workspace),
-        script=[final("Nothing to do.")],
+        script=[final("add() subtracts.")],
     )
     assert done.returncode == EXIT_OK, done.stdout + done.stderr
+    assert "add() subtracts." in done.stdout
     assert last_line(done) == "✓ answered, no file changed (step 1/8)"
-    assert word in rune(home, "sessions").stdout
+    assert task in rune(home, "sessions").stdout
 
 
 def test_unreachable_server_on_resume_keeps_the_session_and_says_how_to_go_on(
