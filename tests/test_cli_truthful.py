@@ -228,20 +228,9 @@ def test_a_task_in_quotes_or_one_word_is_rune_run(home: Path, workspace: Path, t
 
 
 def test_unreachable_server_on_resume_keeps_the_session_and_says_how_to_go_on(
-    home: Path,
+    home: Path, workspace: Path
 ) -> None:
-    workspace = home / "work"
-    workspace.mkdir()
-    first = rune(
-        home,
-        "run",
-        "--backend",
-        "scripted",
-        "--workspace",
-        str(workspace),
-        "look around",
-        script=[final("nothing here")],
-    )
+    first = run(home, workspace, [final("nothing here")])
     assert first.returncode == 0, first.stdout + first.stderr
     session = session_of(first)
     url = f"http://127.0.0.1:{closed_port()}/v1"
