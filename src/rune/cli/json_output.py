@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Any, TextIO, assert_never
 from rich.console import Console
 
 from rune import events as ev
+from rune.app.policy import auto_approves
 from rune.cli.exits import EXIT_BY_OUTCOME, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from rune.cli.render import ConsoleReporter, ask_decision
-from rune.config import LoadedConfig
+from rune.config import ApprovalMode, LoadedConfig
 from rune.errors import ConfigError, RuneError
 from rune.messages import OperatorResponse, PendingApproval, ToolEvent
 from rune.view import Decision, describe_request
@@ -233,15 +234,17 @@ class _JsonEdge:
     """The approval edge of ``rune run --json``: each approval and its decision a JSON line;
     a person answers on stdin, asked on stderr (stdout is the scripts')."""
 
-    def __init__(self, emitter: JsonEmitter) -> None:
+    def __init__(self, emitter: JsonEmitter, approval: ApprovalMode) -> None:
         self.emitter = emitter
+        self.approval = approval
 
     def show(self, pending: PendingApproval) -> None:
         self.emitter.approval(pending)
 
     def approved(self, pending: PendingApproval, why: str) -> None:
-        # --yes, or what the user allowed for the session earlier
-        self.emitter.decision("approve", "--yes" if "--yes" in why else "user", "")
+        # --yes, or what the user allowed for the rest of the session earlier
+        by = "--yes" if auto_approves(self.approval, pending) else "user"
+        self.emitter.decision("approve", by, "")
 
     def ask(self, pending: PendingApproval) -> Decision | None:
         decision = _ask(pending)
@@ -258,7 +261,7 @@ def _drive(
     asked on stderr). An approval nobody answers leaves the run paused: the session keeps it."""
     from rune.approvals import settle
 
-    response = settle(rune, start(), _JsonEdge(emitter))
+    response = settle(rune, start(), _JsonEdge(emitter, rune.settings.approval))
     if response.pending is not None:
         sys.stderr.write(
             "An approval is waiting and stdin gave no answer. The session is kept: "
