@@ -5,7 +5,8 @@ On the algorithm suite the 1.5B model twice answered with an account of the bug 
 should be called on the left and right sublists...") and changed nothing; the run ended
 "answered, no file changed" and the user who asked for a fix had none. So such an answer is sent
 back once, asking for the change or for the reason none is needed. Only a run that tried no
-change: one the user rejected is their word, one that failed has its own reminder.
+change and had no failure: a rejected change is the user's word, a failure has its own
+reminder.
 """
 
 from __future__ import annotations
@@ -52,8 +53,11 @@ class NudgeWhenUnchanged(Assist):
             return None
         if not loop.kinds.changes or outcome.changed(state.events, loop.kinds):
             return None
-        if any(e.name in loop.kinds.changes for e in state.events):
-            # a change tried: rejected (the user's word) or failed (the failure's own reminder)
+        if any(e.name in loop.kinds.changes for e in state.events) or outcome.problems(
+            state.events, loop.kinds
+        ):
+            # a change tried and rejected (the user's word), or a change, command or check
+            # that failed: that failure has its own reminder (rune.assists.nudge)
             return None
         if not asks_for_a_change(str(state.messages[state.opening].get("content") or "")):
             return None
