@@ -16,7 +16,7 @@ from rune.local_tool_runtime import LocalToolRuntime
 from rune.tool_executor import SandboxPolicy, ToolExecutor
 from rune.transport.ollama import OllamaChatTransport
 from rune.transport.openai_compat import OpenAICompatTransport
-from rune.transport.repetition import MIN_SPAN, RepetitionGuard, repeating_tail
+from rune.transport.repetition import MIN_SPAN, RepetitionGuard, repeating_tail, same_shape
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "rune"
 LOOPING_LINE = "        result = result + value\\n"
@@ -36,13 +36,24 @@ def test_a_line_repeated_is_found_with_its_length() -> None:
 
 
 def test_real_code_and_prose_never_look_repeated() -> None:
-    """Every prefix of Rune's own modules, as a stream would grow: no false alarm."""
+    """Every prefix of Rune's own modules, as a stream would grow, numbers aside: no false
+    alarm."""
     sources = sorted(SRC.rglob("*.py"))[:40]
     assert len(sources) == 40
     for path in sources:
-        text = path.read_text(encoding="utf-8")
+        text = same_shape(path.read_text(encoding="utf-8"))
         for end in range(MIN_SPAN, len(text), 16):
             assert repeating_tail(text[max(0, end - 800) : end]) is None, (path, end)
+
+
+def test_a_reply_that_counts_is_stopped_too(openai_server: FakeOpenAIServer) -> None:
+    counting = ['{"tool": "replace_function", "arguments": {"code": "SUFFIXES = {\\n']
+    counting += [f'    {n}: \\"th\\",\\n' for n in range(4, 300)]
+    openai_server.script(text_reply(*counting))
+    guard = RepetitionGuard(OpenAICompatTransport(openai_server.base_url, read_timeout=5))
+    result = guard.chat("m", [{"role": "user", "content": "hi"}])
+    assert result.done_reason == "length"
+    assert len(str(result.message["content"])) < len("".join(counting)) // 10
 
 
 def test_three_copies_of_a_short_line_are_not_a_loop() -> None:
