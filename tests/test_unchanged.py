@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from fakes.ollama_server import FakeModel, FakeOllama, text_reply, tool_call, tool_reply
+from rune.assists import standard_assists
 from rune.assists.unchanged import REMINDER, asks_for_a_change
 from rune.local_tool_runtime import LocalToolRuntime
 from rune.tool_executor import ToolExecutor
@@ -35,7 +36,10 @@ def project(tmp_path: Path) -> Path:
 def loop(ollama: FakeOllama, project: Path) -> LocalToolRuntime:
     executor = ToolExecutor(SandboxPolicy.workspace_only(project), project)
     transport = OllamaChatTransport(ollama.url, read_timeout=5)
-    return LocalToolRuntime(transport, executor, model="qwen3", protocol="native")
+    # as the rune command picks them (rune.app.assists_for): a library caller's loop has no
+    # such reminder by default, and an answer ends its run (test_loop)
+    assists = standard_assists(unchanged=True)
+    return LocalToolRuntime(transport, executor, model="qwen3", protocol="native", assists=assists)
 
 
 def fix_call() -> object:

@@ -97,8 +97,8 @@ def assists_for(
 ) -> list[Assist]:
     """The small-model help the loop runs (:mod:`rune.assists`): every assist but those named
     in ``without``; the tests a request names when ``auto_tests`` is on and the executor can
-    run tests, and the sampled repair, which tries changes with the built-in ``executor``
-    (an MCP server's tools are never tried)."""
+    run tests, the sampled repair, which tries changes with the built-in ``executor`` (an MCP
+    server's tools are never tried), and the reminder when nothing changed."""
     from rune.assists import standard_assists
 
     auto_checks = None
@@ -108,7 +108,9 @@ def assists_for(
         def auto_checks(request: str) -> AutoCheck | None:
             return auto_check(request, workspace, policy)
 
-    return standard_assists(auto_checks=auto_checks, trials=executor, without=without)
+    return standard_assists(
+        auto_checks=auto_checks, trials=executor, without=without, unchanged=True
+    )
 
 
 def protocol_for(settings: Settings, choice: BackendChoice) -> str:

@@ -36,16 +36,19 @@ def standard_assists(
     auto_checks: AutoChecks | None = None,
     trials: Trials | None = None,
     without: frozenset[str] = frozenset(),
+    unchanged: bool = False,
 ) -> list[Assist]:
     """Every assist that has what it needs (the tests need ``auto_checks``; the repair tries
     changes with ``trials``, by default the loop's executor when it can), but those named in
-    ``without``."""
+    ``without``. ``unchanged`` adds the reminder when nothing changed, which the ``rune``
+    command runs: a library caller's loop keeps the design's rule that an answer ends the run
+    (a question asked as "fix..." is still answered)."""
     tests = TestDriven(auto_checks) if auto_checks is not None and "tests" not in without else None
     assists: list[Assist | None] = [
         tests,
         CheckBeforeAnswer(tests),
         NudgeAfterFailure(),
-        NudgeWhenUnchanged(),
+        NudgeWhenUnchanged() if unchanged else None,
         SampledRepair(trials),
     ]
     return [a for a in assists if a is not None and a.name not in without]
