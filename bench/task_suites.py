@@ -293,20 +293,31 @@ def project_venv(cache: Path | None = None) -> Path:
     the library's tests with the project's interpreter (never its own), as for a user."""
     root = cache or cache_dir()
     venv = root / ("project-venv-" + PROJECT_PYTEST.replace("==", "-"))
-    if (venv / "bin" / "python").is_file():
+    if (venv / ".complete").is_file():
         return venv
-    root.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=root) as scratch:
-        made = Path(scratch) / "venv"
-        base = getattr(sys, "_base_executable", sys.executable)
-        subprocess.run([base, "-m", "venv", str(made)], check=True, capture_output=True)
-        subprocess.run(
-            [str(made / "bin" / "python"), "-m", "pip", "install", "-q", PROJECT_PYTEST],
-            check=True,
-            capture_output=True,
-        )
-        made.replace(venv)
+    shutil.rmtree(venv, ignore_errors=True)
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", str(venv)], check=True, capture_output=True)
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", PROJECT_PYTEST],
+        check=True,
+        capture_output=True,
+    )
+    (venv / ".complete").write_text("")
     return venv
+
+
+def copy_venv(venv: Path, target: Path) -> None:
+    """``venv`` copied to ``target`` as if made there: its scripts (``bin/pytest``...) name
+    their interpreter by absolute path, which must be the copy's (the original is outside the
+    workspace, where a contained command cannot see it)."""
+    shutil.copytree(venv, target, symlinks=True, ignore=shutil.ignore_patterns(".complete"))
+    old, new = str(venv).encode(), str(target).encode()
+    for script in (target / "bin").iterdir():
+        if script.is_file() and not script.is_symlink():
+            data = script.read_bytes()
+            if old in data:
+                script.write_bytes(data.replace(old, new))
 
 
 def plant(bug: PlantedBug, workspace: Path) -> None:
@@ -331,7 +342,7 @@ def repo_tasks(pattern: str = "*", suite: RepoSuite | None = None) -> list[Task]
         def prepare(workspace: Path, bug: PlantedBug = bug, pin: Pin = pin) -> None:
             shutil.copytree(fetch_sdist(pin), workspace, dirs_exist_ok=True)
             plant(bug, workspace)
-            shutil.copytree(project_venv(), workspace / ".venv", symlinks=True)
+            copy_venv(project_venv(), workspace / ".venv")
 
         tests = (bug.test_file,)
         command = pytest_command(tests)

@@ -5,6 +5,8 @@ a run whose failing tests pass after a change ends there without another model t
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +122,33 @@ def test_a_named_test_is_found_where_it_is(ws: Path) -> None:
     # a name that exists twice is not guessed; a path that does not exist is not made up
     assert named_tests("test_calc.py fails", ws, files) == []
     assert named_tests("tests/test_nothing.py fails", ws, files) == []
+
+
+PARAMETRISED = """\
+import pytest
+
+
+@pytest.mark.parametrize(("word", "title"), [("active_record", "Active Record"), ("x", "X")])
+def test_titleize(word, title):
+    assert word.replace("_", " ").title() == title
+"""
+
+
+@needs_bwrap
+def test_a_parametrised_id_with_a_space_is_one_test(ws: Path) -> None:
+    """pytest ids hold spaces in their brackets; split at the space, the test was "not found"."""
+    (ws / "tests" / "test_words.py").write_text(PARAMETRISED)
+    files = find_test_files(ws, SandboxPolicy.default(home=ws.parent))
+    wanted = "tests/test_words.py::test_titleize[active_record-Active Record]"
+    request = f"The test {wanted} fails with: AssertionError. Fix it."
+    assert named_tests(request, ws, files) == [wanted]
+    venv_python = Path(sys.executable)
+    if subprocess.run([venv_python, "-c", "import pytest"], check=False).returncode != 0:
+        pytest.skip("this interpreter has no pytest")
+    (ws / ".venv").symlink_to(venv_python.parent.parent)
+    passed = executor(ws).run("run_tests", {"tests": wanted})
+    assert passed.startswith("the tests pass: 1 passed")
+    assert "all of tests/test_words.py: 2 passed" in passed
 
 
 def test_a_workspace_without_tests_has_no_auto_check(tmp_path: Path) -> None:

@@ -45,7 +45,12 @@ MAX_WALKED_FILES = 20_000
 _TEST_FILE = re.compile(r"(?:^test_.*|.*_test)\.py$")
 _TEST_DIRS = frozenset({"tests", "test", "testing"})
 #: what a task names as a test: ``path.py`` or ``path.py::name[::name...]``
-_NAMED_TEST = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.py)((?:::[\w\[\]().,=-]+)*)")
+# A parametrised test's id may hold spaces in its brackets (test_titleize[active_record-Active
+# Record]): a bracket runs to its end.
+_NAMED_TEST = re.compile(
+    r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.py)((?:::[\w().,=-]+(?:\[[^\]\n]*\])?)*)"
+)
+_TARGET = re.compile(r"[^\s\[]+(?:\[[^\]\n]*\])?")
 #: what a user writes when the tests are not to be touched
 _TESTS_ARE_RIGHT = re.compile(
     r"\btests?\s+(?:are|is)\s+(?:right|correct|fine|ok)\b"
@@ -193,7 +198,7 @@ def _targets(args: Args) -> list[str]:
     raw = str(args.get("tests") or "")
     if "\0" in raw:
         raise ToolInputError("tests contains a NUL byte.")
-    targets = raw.split()
+    targets = _TARGET.findall(raw)
     for target in targets:
         path = target.partition("::")[0]
         if target.startswith("-") or Path(path).is_absolute() or ".." in Path(path).parts:
