@@ -12,10 +12,11 @@ import pytest
 
 from rune.errors import ApprovalError, InvalidPendingState
 from rune.operator import RuneOperator
-from rune.operator.blocks import PROJECT_BUCKET, TOOLS_BUCKET
+from rune.operator.blocks import PROJECT_BUCKET, TOOLS_BUCKET, Workspace
 from rune.sessions import SessionStore
 from rune.tool_executor import ToolExecutor
 from rune.tools.sandbox import SandboxPolicy
+from rune.tools.spec import PreparedChange, ToolSpec
 from rune.transport.scripted import ScriptedTransport
 
 GUIDANCE = [
@@ -234,6 +235,7 @@ from rune.operator import RuneOperator
 from rune.sessions import SessionStore
 from rune.tool_executor import ToolExecutor
 from rune.tools.sandbox import SandboxPolicy
+from rune.tools.spec import PreparedChange, ToolSpec
 from rune.transport.scripted import ScriptedTransport
 
 ws = Path(sys.argv[1])
@@ -370,3 +372,44 @@ def test_a_lone_surrogate_from_the_model_is_a_tool_error_and_journals_fine(
     with store.open(session_id) as session:
         # the model answered, but the change it asked for was never made
         assert session.warnings == [] and session.status == "incomplete"
+
+
+class _BareTools:
+    """Tools with no workspace of their own (as a library caller may write them)."""
+
+    def specs(self) -> list[ToolSpec]:
+        return []
+
+    def is_mutating(self, name: str) -> bool:
+        return False
+
+    def run(self, name: str, arguments: object) -> str:
+        raise AssertionError("not called")
+
+    def prepare(self, name: str, arguments: object) -> PreparedChange:
+        raise AssertionError("not called")
+
+    def apply(self, change: PreparedChange) -> str:
+        raise AssertionError("not called")
+
+
+def test_the_workspace_blocks_describe_the_workspace_value_given(workspace: Path) -> None:
+    bare = RuneOperator(ScriptedTransport([]), _BareTools(), model="m")
+    assert bare.workspace is None
+    assert {b.name for b in bare.context_blocks()} == {"system", "tools"}
+    probes: list[str] = []
+
+    def contained() -> bool:
+        probes.append("bwrap")
+        return True
+
+    given = Workspace(workspace, SandboxPolicy.workspace_only(workspace), contained)
+    op = RuneOperator(ScriptedTransport([]), _BareTools(), model="m", workspace=given)
+    for _ in range(2):
+        blocks = {b.name: b for b in op.context_blocks()}
+        assert f"Workspace (relative paths start here): {workspace}" in blocks["environment"].text
+        assert "notes.txt" in blocks["files"].text
+    assert probes == ["bwrap"]  # asked once per workspace value, when a block first needs it
+    # a confined executor gives its own
+    confined = RuneOperator(ScriptedTransport([]), executor(workspace), model="m")
+    assert confined.workspace is not None and confined.workspace.root == workspace

@@ -15,6 +15,7 @@ _EXPORTS: dict[str, str] = {
     "ToolEvent": "rune.messages",
     "OperatorResponse": "rune.messages",
     "PendingApproval": "rune.messages",
+    "PendingState": "rune.state",
     "ChatResult": "rune.messages",
     "LocalToolRuntime": "rune.local_tool_runtime",
     "Transport": "rune.transport.base",
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from rune.messages import ChatResult, OperatorResponse, PendingApproval, ToolEvent, ToolRequest
     from rune.operator import RuneOperator
     from rune.sessions import SessionStore
+    from rune.state import PendingState
     from rune.tool_executor import ToolExecutor
     from rune.tools.sandbox import SandboxPolicy
     from rune.tools.spec import PreparedChange, ToolSpec

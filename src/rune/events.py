@@ -3,10 +3,11 @@ consume the same stream (one ``on_event`` callback); nothing here blocks the loo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from rune.messages import PendingApproval, ToolEvent, ToolRequest
+from rune.messages import OperatorResponse, PendingApproval, ToolEvent, ToolRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +96,31 @@ class BudgetRenewed:
     budgets: int
 
 
+@dataclass(frozen=True, slots=True)
+class MessageAdded:
+    """The loop added ``message`` to the conversation. Sent before each model call and when
+    the run returns, for the messages added since: a call the loop rewrote before anyone saw
+    it (a repaired change) is sent as it was kept. ``message`` is the loop's own: read it, copy
+    it, never change it (the journal writes it at once). With :class:`ToolFinished`,
+    :class:`TurnPaused` and :class:`TurnEnded`, enough to rebuild the session (its journal)."""
+
+    message: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnPaused:
+    """The user's turn waits for approval: ``response.pending_state`` is what it goes on from."""
+
+    response: OperatorResponse
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnded:
+    """The user's turn ended: answered, out of budget, or failed."""
+
+    response: OperatorResponse
+
+
 LoopEvent = (
     TextDelta
     | ThinkingDelta
@@ -107,6 +133,9 @@ LoopEvent = (
     | ModelCallFinished
     | AssistModelCall
     | BudgetRenewed
+    | MessageAdded
+    | TurnPaused
+    | TurnEnded
 )
 EventSink = Callable[[LoopEvent], None]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from rune.errors import ProtocolError
 from rune.limits import shape_problem
@@ -253,12 +253,20 @@ class ChatResult:
         object.__setattr__(self, "message", freeze(self.message))
 
 
+class Pause(Protocol):
+    """A run's pause as a response carries it (:class:`rune.state.PendingState`, sealed)."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class OperatorResponse:
     """The result of ``run``/``approve``/``reject``: success, pause, or typed failure.
 
-    ``pending_state`` is plain JSON (a fresh dict on every access) when the run paused for
-    approval; pass it to ``approve``/``reject`` on any runtime, in any process.
+    ``pause`` is the sealed state of a run that paused for approval (a
+    :class:`rune.state.PendingState`); ``pending_state`` is its plain JSON (a fresh dict on
+    every access). Pass either to ``approve``/``reject``: the JSON on any runtime, in any
+    process.
     """
 
     success: bool
@@ -274,7 +282,7 @@ class OperatorResponse:
     protocol: str = "native"
     warnings: tuple[str, ...] = ()
     evicted: tuple[str, ...] = ()
-    _pending_json: str | None = field(default=None, repr=False)
+    pause: Pause | None = field(default=None, repr=False)
     #: on a final answer that leaves the task unfinished, why (:mod:`rune.outcome`): the last
     #: change the model asked for failed or was rejected, a command or check run after it
     #: failed, or the answer was cut off at the output token limit
@@ -284,11 +292,11 @@ class OperatorResponse:
 
     @property
     def pending_state(self) -> dict[str, Any] | None:
-        return None if self._pending_json is None else json.loads(self._pending_json)
+        return None if self.pause is None else self.pause.to_json()
 
     @property
     def paused(self) -> bool:
-        return self._pending_json is not None
+        return self.pause is not None
 
     @property
     def outcome(self) -> Outcome:
@@ -310,9 +318,3 @@ class OperatorResponse:
     def history(self) -> list[Message]:
         """The conversation as plain dicts, ready to extend with the next user turn."""
         return [thaw(m) for m in self.messages]
-
-
-def with_pending(response: OperatorResponse, state: Mapping[str, Any]) -> OperatorResponse:
-    from dataclasses import replace
-
-    return replace(response, _pending_json=json.dumps(state, ensure_ascii=False))

@@ -12,8 +12,9 @@ altered in any field after it was sealed.
 
 from __future__ import annotations
 
+import copy
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -25,6 +26,7 @@ from rune.messages import (
     ToolEvent,
     ToolRequest,
     freeze,
+    leading_system,
     thaw,
 )
 from rune.tools.spec import PreparedChange
@@ -50,7 +52,7 @@ Outcome = tuple[bool, str]
 @dataclass
 class LoopState:
     """Everything the loop changes as it runs (mutable; :class:`PendingState` is its frozen
-    form)."""
+    form, and :data:`LOOP_FIELDS` says how each field goes from one to the other)."""
 
     messages: list[Message]
     protocol: str
@@ -71,11 +73,124 @@ class LoopState:
     opening: int | None = None
     #: what each assist keeps (``rune.runtime.assist``), by its name: JSON values
     assists: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: how many messages of the conversation (after the leading system messages) were
+    #: announced (``events.MessageAdded``); those the loop was given count as announced
+    announced: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.announced = len(self.messages) - leading_system(self.messages)
+
+    def unannounced(self) -> list[Message]:
+        """The conversation's messages not announced yet; they count as announced now."""
+        lead = leading_system(self.messages)
+        fresh = self.messages[lead + self.announced :]
+        self.announced += len(fresh)
+        return fresh
 
     def new_turn(self, queue: list[ToolRequest]) -> None:
         self.queue = queue
         self.batch_done = {}
         self.turn_calls = 0
+
+
+# --- one field, one line: how it is frozen, thawed, written and read -------------------------
+
+_REQUIRED: Any = object()
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One field of :class:`PendingState`: ``freeze`` takes it from a :class:`LoopState`
+    (None: the field is the pause's own), ``thaw`` gives it back to one; ``dump`` writes it to
+    JSON and ``load`` reads it; ``missing`` is its value in a state of an older version that
+    did not have it (none: the field is required)."""
+
+    name: str
+    freeze: Callable[[Any], Any] | None = _same
+    thaw: Callable[[Any], Any] = _same
+    dump: Callable[[Any], Any] = _same
+    load: Callable[[Any], Any] = _same
+    missing: Any = _REQUIRED
+
+
+def _frozen_messages(messages: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+    return tuple(freeze(dict(m)) for m in messages)
+
+
+def _thawed_list(values: Iterable[Any]) -> list[Any]:
+    return [thaw(v) for v in values]
+
+
+def _texts(values: Iterable[Any]) -> tuple[str, ...]:
+    return tuple(str(v) for v in values)
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _optional_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _outcome(value: Sequence[Any]) -> Outcome:
+    ok, text = value
+    return bool(ok), str(text)
+
+
+def _jsons(values: Iterable[Any]) -> list[Any]:
+    return [v.to_json() for v in values]
+
+
+#: the loop's fields, in the order a pending state's JSON has them
+LOOP_FIELDS: tuple[Field, ...] = (
+    Field("protocol", load=str),
+    Field("messages", _frozen_messages, _thawed_list, _thawed_list, _frozen_messages),
+    Field("iterations_used", load=int),
+    Field(
+        "queue",
+        tuple,
+        list,
+        _jsons,
+        lambda v: tuple(ToolRequest.from_json(r) for r in v),
+    ),
+    Field(
+        "batch_done",
+        freeze,
+        dict,
+        lambda v: {k: list(o) for k, o in v.items()},
+        lambda v: freeze({str(k): _outcome(o) for k, o in v.items()}),
+    ),
+    Field("streak_signature", load=_optional_str),
+    Field("streak_count", load=int),
+    Field("turn_calls", load=int, missing=0),
+    Field("events", tuple, list, _jsons, lambda v: tuple(ToolEvent.from_json(e) for e in v)),
+    Field("thinking", load=str, missing=""),
+    Field("warnings", tuple, list, list, _texts, missing=()),
+    Field("evicted", tuple, list, list, _texts, missing=()),
+    Field("opening", load=_optional_int, missing=None),
+    # (read by _assists from the whole state: older states kept two assists as fields)
+    Field(
+        "assists",
+        lambda v: freeze({name: kept for name, kept in v.items() if kept}),
+        lambda v: {name: thaw(kept) for name, kept in v.items()},
+        thaw,
+    ),
+)
+#: the pause's own fields
+PAUSE_FIELDS: tuple[Field, ...] = (
+    Field("model", None, load=str),
+    Field("iteration_budget", None, load=int),
+    Field("change", None, dump=PreparedChange.to_json, load=PreparedChange.from_json),
+    Field("grants", None, dump=list, load=_texts, missing=()),
+)
+FIELDS = (*LOOP_FIELDS, *PAUSE_FIELDS)
+#: the one place the JSON form is not one key per field: the breaker's streak is one pair
+_STREAK = ("streak_signature", "streak_count")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,6 +200,8 @@ class PendingState:
     Frozen: messages are read-only dicts, sequences are tuples. ``seal`` is empty until
     :meth:`sealed` sets it. A state read with :meth:`from_json` keeps that JSON as ``source``:
     the seal is checked on exactly what was read (a field added to it is an alteration too).
+    Every field but ``seal`` and ``source`` is in :data:`FIELDS`, which says how it is copied
+    from and to the loop and written and read.
     """
 
     model: str
@@ -125,43 +242,15 @@ class PendingState:
         """The loop paused on ``loop.queue[0]``, whose prepared change is ``change``."""
         return cls(
             model=model,
-            protocol=loop.protocol,
-            messages=tuple(freeze(m) for m in loop.messages),
-            iterations_used=loop.iterations_used,
             iteration_budget=iteration_budget,
-            queue=tuple(loop.queue),
-            batch_done=freeze(loop.batch_done),
-            streak_signature=loop.streak_signature,
-            streak_count=loop.streak_count,
-            turn_calls=loop.turn_calls,
-            events=tuple(loop.events),
-            thinking=loop.thinking,
-            warnings=tuple(loop.warnings),
-            evicted=tuple(loop.evicted),
             change=change,
-            opening=loop.opening,
-            assists=freeze({k: v for k, v in loop.assists.items() if v}),
             grants=tuple(grants),
+            **{f.name: f.freeze(getattr(loop, f.name)) for f in LOOP_FIELDS if f.freeze},
         )
 
     def loop_state(self) -> LoopState:
         """A fresh, mutable copy of the loop's state, to go on from."""
-        return LoopState(
-            messages=[thaw(m) for m in self.messages],
-            protocol=self.protocol,
-            iterations_used=self.iterations_used,
-            queue=list(self.queue),
-            batch_done=dict(self.batch_done),
-            streak_signature=self.streak_signature,
-            streak_count=self.streak_count,
-            events=list(self.events),
-            thinking=self.thinking,
-            warnings=list(self.warnings),
-            evicted=list(self.evicted),
-            turn_calls=self.turn_calls,
-            opening=self.opening,
-            assists={name: thaw(kept) for name, kept in self.assists.items()},
-        )
+        return LoopState(**{f.name: f.thaw(getattr(self, f.name)) for f in LOOP_FIELDS})
 
     @property
     def request(self) -> ToolRequest:
@@ -183,27 +272,17 @@ class PendingState:
     # --- JSON ---------------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            VERSION_FIELD: STATE_VERSION,
-            "model": self.model,
-            "protocol": self.protocol,
-            "messages": [thaw(m) for m in self.messages],
-            "iterations_used": self.iterations_used,
-            "iteration_budget": self.iteration_budget,
-            "queue": [r.to_json() for r in self.queue],
-            "batch_done": {k: list(v) for k, v in self.batch_done.items()},
-            "streak": [self.streak_signature, self.streak_count],
-            "turn_calls": self.turn_calls,
-            "events": [e.to_json() for e in self.events],
-            "thinking": self.thinking,
-            "warnings": list(self.warnings),
-            "evicted": list(self.evicted),
-            "change": self.change.to_json(),
-            "opening": self.opening,
-            "assists": thaw(self.assists),
-            "grants": list(self.grants),
-            seal.SEAL_FIELD: self.seal,
-        }
+        """The state as JSON (a fresh dict each time): what the seal covers, what the journal
+        and a library caller keep, what :meth:`from_json` reads. A state that was read is
+        written exactly as it was read (an older version's state keeps its version)."""
+        if self.source is not None:
+            return dict(thaw(self.source))
+        data: dict[str, Any] = {VERSION_FIELD: STATE_VERSION}
+        for f in FIELDS:
+            data[f.name] = f.dump(getattr(self, f.name))
+        data["streak"] = [data.pop(name) for name in _STREAK]
+        data[seal.SEAL_FIELD] = self.seal
+        return data
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), ensure_ascii=False)
@@ -214,32 +293,13 @@ class PendingState:
         checked (:func:`unseal` checks it). Anything else is :class:`InvalidPendingState`."""
         data = _check_envelope(data)
         try:
-            streak_signature, streak_count = data["streak"]
-            state = cls(
-                model=str(data["model"]),
-                protocol=str(data["protocol"]),
-                messages=tuple(freeze(dict(m)) for m in data["messages"]),
-                iterations_used=int(data["iterations_used"]),
-                iteration_budget=int(data["iteration_budget"]),
-                queue=tuple(ToolRequest.from_json(r) for r in data["queue"]),
-                batch_done=freeze({str(k): _outcome(v) for k, v in data["batch_done"].items()}),
-                streak_signature=_optional_str(streak_signature),
-                streak_count=int(streak_count),
-                turn_calls=int(data.get("turn_calls", 0)),
-                events=tuple(ToolEvent.from_json(e) for e in data["events"]),
-                thinking=str(data.get("thinking", "")),
-                warnings=tuple(str(w) for w in data.get("warnings", ())),
-                evicted=tuple(str(e) for e in data.get("evicted", ())),
-                change=PreparedChange.from_json(data["change"]),
-                opening=None if data.get("opening") is None else int(data["opening"]),
-                assists=_assists(data),
-                grants=tuple(str(g) for g in data.get("grants", ())),
-                seal=str(data[seal.SEAL_FIELD]),
-                source=freeze(data),
-            )
+            fields = dict(data)
+            fields.update(zip(_STREAK, data["streak"], strict=True))
+            fields["assists"] = _assists(data)
+            values = {f.name: _read(f, fields) for f in FIELDS}
+            return cls(**values, seal=str(data[seal.SEAL_FIELD]), source=freeze(data))
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise InvalidPendingState(f"the pending state is damaged: {err!r}") from None
-        return state
 
 
 def _assists(data: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
@@ -257,6 +317,12 @@ def _assists(data: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
     return frozen
 
 
+def _read(f: Field, data: Mapping[str, Any]) -> Any:
+    if f.name not in data and f.missing is not _REQUIRED:
+        return f.missing
+    return f.load(data[f.name])
+
+
 def unseal(data: PendingState | Mapping[str, Any], key: Callable[[], bytes]) -> PendingState:
     """The state to go on from, once its seal proves it is exactly what was paused.
 
@@ -266,7 +332,7 @@ def unseal(data: PendingState | Mapping[str, Any], key: Callable[[], bytes]) -> 
     else its own JSON form. What comes back is always read from the JSON that was checked.
     """
     if isinstance(data, PendingState):
-        data = data.source if data.source is not None else data.to_json()
+        data = data.to_json()
     data = _check_envelope(data)
     if not seal.verify(data, key()):
         # Any field: the change and its preview, but also the messages, the queue and the
@@ -316,10 +382,66 @@ def _check_envelope(data: object) -> Mapping[str, Any]:
     return data
 
 
-def _outcome(value: Sequence[Any]) -> Outcome:
-    ok, text = value
-    return bool(ok), str(text)
+# --- the journal's form -------------------------------------------------------------------
 
 
-def _optional_str(value: Any) -> str | None:
-    return None if value is None else str(value)
+#: what a pause's journal record leaves out because the journal already holds it: the state's
+#: leading system messages kept (``lead``), the first ``messages`` messages of the conversation
+#: after them, and the last ``events`` tool events journaled before the pause
+#: (``rune.sessions.records.Shared`` names them)
+Refs = tuple[int, int, int]
+
+
+def journal_form(
+    state: Mapping[str, Any],
+    conversation: Sequence[Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]],
+) -> tuple[dict[str, Any], Refs | None]:
+    """``state`` (a pending state's JSON) without what a journal holding ``conversation`` and
+    the tool ``events`` already has, and what was left out; :func:`whole_form` undoes it. The
+    journal then grows linearly: a pause need not carry the whole conversation again."""
+    messages, ran = state.get("messages"), state.get("events")
+    if not isinstance(messages, list) or not isinstance(ran, list):
+        return dict(state), None
+    lead = 0
+    while lead < len(messages) and _role(messages[lead]) == "system":
+        lead += 1
+    own = messages[lead:]
+    shared = min(len(conversation), len(own))
+    if shared and (own[0] != conversation[0] or own[shared - 1] != conversation[shared - 1]):
+        shared = 0
+    journaled = list(events[len(events) - len(ran) :]) if len(ran) <= len(events) else None
+    shared_events = len(ran) if journaled == ran else 0
+    if not shared and not shared_events:
+        return dict(state), None
+    compact = {**state, "messages": messages[:lead] + own[shared:], "events": ran[shared_events:]}
+    return compact, (lead, shared, shared_events)
+
+
+def whole_form(
+    compact: Mapping[str, Any],
+    shared: Refs | None,
+    conversation: Sequence[Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """The pending state's JSON exactly as the runtime wrote it (so its seal still verifies),
+    from its journal form and the conversation and tool events journaled before it."""
+    whole = copy.deepcopy(dict(compact))
+    if shared is None:
+        return whole
+    lead, count, events_count = shared
+    if len(conversation) < count or len(events) < events_count:
+        return whole  # the journal lost what the pause refers to: the seal will say so
+    messages = list(whole.get("messages") or [])
+    whole["messages"] = [
+        *messages[:lead],
+        *copy.deepcopy(list(conversation[:count])),
+        *messages[lead:],
+    ]
+    journaled = list(events[len(events) - events_count :]) if events_count else []
+    whole["events"] = [*copy.deepcopy(journaled), *(whole.get("events") or [])]
+    return whole
+
+
+def _role(message: object) -> object:
+    return message.get("role") if isinstance(message, Mapping) else None

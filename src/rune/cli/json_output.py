@@ -124,6 +124,8 @@ class JsonEmitter:
                 self.warning(message)
             case ev.ApprovalRequired():
                 pass  # the driver emits approval_requested with the decision that follows
+            case ev.MessageAdded() | ev.TurnPaused() | ev.TurnEnded():
+                pass  # the session's journal keeps them; the driver reports how the turn ended
             case _:
                 # a new kind of event must get its line here (mypy finds the case missing)
                 assert_never(event)

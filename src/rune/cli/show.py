@@ -4,17 +4,17 @@ output. Never the protocol's raw JSON: a tool call is shown as one ``→`` line.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
 
 from rune.cli.render import STATUS_MARK
-from rune.errors import RuneError
-from rune.grants import Grant
-from rune.messages import ToolEvent
-from rune.sessions import journal
+from rune.sessions import records
+from rune.sessions.fold import Folding
+from rune.sessions.journal import Record
+from rune.sessions.store import SessionStore
 from rune.text import visible
 from rune.view import describe_request, diff_text
 
@@ -22,7 +22,7 @@ from rune.view import describe_request, diff_text
 HEADER_FIELDS = ("title", "workspace", "model", "backend", "created_at")
 
 
-def show_session(store: Any, session_id: str, out: Console, err: Console) -> None:
+def show_session(store: SessionStore, session_id: str, out: Console, err: Console) -> None:
     contents = store.read(session_id)
     for warning in contents.warnings:
         err.print(Text(f"warning: {warning}", style="yellow"))
@@ -35,43 +35,43 @@ class Shower:
 
     def __init__(self, out: Console) -> None:
         self.out = out
-        self.events: list[Any] = []
+        self.events: list[records.ToolFinished] = []
         self.approval: Mapping[str, Any] | None = None
 
-    def show(self, records: Any, session_id: str) -> None:
-        for record in records:
-            data = record.data
-            message = data.get("message")
-            asked = isinstance(message, dict) and message.get("role") == "assistant"
-            if record.kind == journal.TOOL_EVENT:
-                self.events.append(data.get("event"))
+    def show(self, journaled: Iterable[Record], session_id: str) -> None:
+        # Read through the fold that resume reads through: the same records, the same state.
+        folding = Folding()
+        for record in journaled:
+            body = folding.add(record)
+            asked = (
+                isinstance(body, records.MessageAdded) and body.message.get("role") == "assistant"
+            )
+            if isinstance(body, records.ToolFinished):
+                self.events.append(body)
                 continue
-            if record.kind == journal.PENDING:
-                state = data.get("state")
-                change = state.get("change") if isinstance(state, Mapping) else None
-                self.approval = change if isinstance(change, Mapping) else {}
+            if isinstance(body, records.Paused):
+                self.approval = body.change
                 continue
             if not asked:
                 self._flush()
-            match record.kind:
-                case journal.SESSION:
+            match body:
+                case records.Header():
                     self.out.print(Text(f"session {session_id}", style="bold"))
                     for key in HEADER_FIELDS:
-                        line = visible(f"  {key}: {data.get(key, '')}", keep="")
+                        line = visible(f"  {key}: {getattr(body, key)}", keep="")
                         self.out.print(Text(line, style="dim"))
-                case journal.USER | journal.MESSAGE:
-                    self._message(message, record.kind == journal.USER)
-                case journal.DECISION:
-                    self._decision(data)
-                case journal.GRANT:
-                    grant = Grant.from_json(data)
-                    if grant is not None:
-                        line = f"  allowed for the rest of the session: {grant.describe()}"
-                        self.out.print(Text(visible(line), style="yellow"))
-                case journal.TURN_END:
-                    ended = data.get("outcome") or ("done" if data.get("success") else "failed")
-                    why = data.get("incomplete") or data.get("error") or ""
-                    line = visible(f"── {ended}{': ' if why else ''}{why} ──")
+                case records.UserTurn(message=message):
+                    self._message(message, from_user=True)
+                case records.MessageAdded(message=message):
+                    self._message(message, from_user=False)
+                case records.Decided():
+                    self._decision(body)
+                case records.Granted(grant=grant):
+                    line = f"  allowed for the rest of the session: {grant.describe()}"
+                    self.out.print(Text(visible(line), style="yellow"))
+                case records.TurnEnded():
+                    why = body.incomplete or body.error or ""
+                    line = visible(f"── {body.ended}{': ' if why else ''}{why} ──")
                     self.out.print(Text(line, style="bold"))
             if asked:
                 self._flush()
@@ -80,10 +80,9 @@ class Shower:
     def _flush(self) -> None:
         """The approval waiting to be shown, then the tool events, whole."""
         self._show_approval()
-        for data in self.events:
-            try:
-                event = ToolEvent.from_json(data)
-            except (RuneError, TypeError, ValueError, AttributeError, KeyError):
+        for finished in self.events:
+            event = finished.tool_event()
+            if event is None:
                 continue
             mark, style = STATUS_MARK.get(event.status, ("·", ""))
             line = f"  {mark} {visible(event.name, keep='')} {event.status}"
@@ -108,16 +107,13 @@ class Shower:
             for diff_line in diff_text(preview, cut=True).split("\n"):
                 self.out.print(Text("    ").append_text(diff_line))
 
-    def _decision(self, data: Mapping[str, Any]) -> None:
+    def _decision(self, decided: records.Decided) -> None:
         self._show_approval()
-        decision = str(data.get("decision", ""))
-        reason = f": {data.get('reason')}" if data.get("reason") else ""
-        style = "green" if decision == "approved" else "yellow"
-        self.out.print(Text(visible(f"  {decision}{reason}"), style=style))
+        reason = f": {decided.reason}" if decided.reason else ""
+        style = "green" if decided.decision == "approved" else "yellow"
+        self.out.print(Text(visible(f"  {decided.decision}{reason}"), style=style))
 
-    def _message(self, message: Any, from_user: bool) -> None:
-        if not isinstance(message, dict):
-            return
+    def _message(self, message: Mapping[str, Any], *, from_user: bool) -> None:
         role, content = message.get("role"), str(message.get("content") or "")
         if role == "tool":
             return  # its tool event shows it

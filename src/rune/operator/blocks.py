@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import platform
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from rune.errors import RuneError
 from rune.tools import fs
@@ -42,6 +44,43 @@ DEFAULT_SYSTEM_PROMPT = (
 
 #: the tool names that run shell commands; the environment block says whether they are contained
 COMMAND_TOOLS = frozenset({"run_command", "run_shell", "bash", "shell"})
+
+
+@runtime_checkable
+class Confined(Protocol):
+    """A tool set confined to a workspace by a sandbox policy (``ToolExecutor`` and the
+    executor that adds MCP tools to it)."""
+
+    @property
+    def workspace(self) -> Path: ...
+
+    @property
+    def policy(self) -> SandboxPolicy: ...
+
+    def commands_contained(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """Where the tools work and what they may touch: what the workspace's blocks describe.
+
+    ``contained`` says whether commands run contained by the sandbox; it is asked once, the
+    first time a block needs it (whether bubblewrap works does not change mid-session)."""
+
+    root: Path
+    policy: SandboxPolicy
+    contained: Callable[[], bool] | None = None
+
+    @classmethod
+    def of(cls, tools: object) -> Workspace | None:
+        """The workspace ``tools`` is confined to; None for tools that have none."""
+        if isinstance(tools, Confined):
+            return cls(tools.workspace, tools.policy, tools.commands_contained)
+        return None
+
+    @cached_property
+    def commands_contained(self) -> bool | None:
+        return self.contained() if self.contained is not None else None
 
 
 @dataclass(frozen=True, slots=True)

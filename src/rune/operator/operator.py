@@ -5,20 +5,20 @@ context is assembled from contributors once per turn (:mod:`rune.operator.blocks
 into the model's window by :class:`rune.operator.budget.ContextBudget`; within a turn the
 prompt only grows at its end, so the server's prompt cache serves the prefix.
 
-With a session, everything is journaled as it happens: the user message before the model is
-called, the loop's messages before every model call (and when the turn ends or pauses), each
-tool event as it finishes, the pause with its state, and each decision. After a crash,
-:meth:`RuneOperator.resume` continues from the journal: a waiting approval is shown again, a
-journaled decision is carried out, and an interrupted turn redoes only the model call that had
-not been checkpointed (the resumed part of that turn gets a fresh iteration budget).
+With a session, everything is journaled as it happens: the operator writes the user message
+before the model is called, each decision and each grant; the journal listens to the rest
+(:class:`rune.sessions.sink.JournalSink`, sent every event before anyone else): the loop's
+messages before every model call and when a run returns, each tool event as it finishes, the
+pause with its state, the turn's end. After a crash, :meth:`RuneOperator.resume` continues from
+the journal's fold (:mod:`rune.sessions.fold`): a waiting approval is shown again, a journaled
+decision is carried out, and an interrupted turn redoes only the model call that had not been
+journaled (the resumed part of that turn gets a fresh iteration budget).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from functools import cached_property
-from pathlib import Path
-from typing import Any
+from typing import TypedDict, Unpack
 
 from rune import events as ev
 from rune.errors import ApprovalError, ConfigError, InvalidPendingState, RuneError
@@ -30,12 +30,11 @@ from rune.messages import (
     Message,
     OperatorResponse,
     PendingApproval,
-    leading_system,
     thaw,
-    with_pending,
 )
 from rune.operator.blocks import (
     ContextBlock,
+    Workspace,
     environment_block,
     files_block,
     project_block,
@@ -45,19 +44,35 @@ from rune.operator.blocks import (
 from rune.operator.budget import ContextBudget, split_system
 from rune.operator.repo_map import map_block
 from rune.runtime.assist import Assist
-from rune.sessions import journal
-from rune.sessions.store import Session, pending_record
+from rune.sessions import records
+from rune.sessions.sink import JournalSink
+from rune.sessions.store import Session
 from rune.state import PendingState
-from rune.tools.sandbox import SandboxPolicy
 from rune.tools.spec import AutoChecks, Executor
 from rune.transport.base import Transport
 
 Contributor = Callable[[], ContextBlock | None]
-_STATE_RECORDS = (journal.USER, journal.PENDING, journal.DECISION, journal.TURN_END)
 
 
-class _JournalingShaper:
-    """The runtime's shaper: checkpoints the conversation, then lets the budget fit it."""
+class Settings(TypedDict, total=False):
+    """What :meth:`RuneOperator.from_session` passes on (see ``RuneOperator``)."""
+
+    max_iterations: int
+    max_context: int | None
+    reserve_output_tokens: int
+    system_prompt: str | None
+    think: bool | None
+    options: Mapping[str, object] | None
+    on_event: ev.EventSink | None
+    protocol: str
+    auto_checks: AutoChecks | None
+    max_budgets: int
+    assists: Sequence[Assist] | None
+    workspace: Workspace | None
+
+
+class _Shaper:
+    """The runtime's shaper: the budget fits the request, and what it evicts is said."""
 
     def __init__(self, operator: RuneOperator) -> None:
         self._operator = operator
@@ -66,9 +81,8 @@ class _JournalingShaper:
         self,
         model: str,
         messages: Sequence[Message],
-        tools: Sequence[Mapping[str, Any]] = (),
+        tools: Sequence[Mapping[str, object]] = (),
     ) -> ShapedRequest:
-        self._operator._checkpoint(messages)
         shaped = self._operator.budget.shape(model, messages, tools)
         for item in shaped.evicted:
             self._operator.on_event(ev.Warning(f"evicted to fit the context window: {item}"))
@@ -93,12 +107,13 @@ class RuneOperator:
         reserve_output_tokens: int = 1024,
         system_prompt: str | None = None,
         think: bool | None = None,
-        options: Mapping[str, Any] | None = None,
+        options: Mapping[str, object] | None = None,
         on_event: ev.EventSink | None = None,
         protocol: str = "auto",
         auto_checks: AutoChecks | None = None,
         max_budgets: int = 1,
         assists: Sequence[Assist] | None = None,
+        workspace: Workspace | None = None,
     ) -> None:
         if not 1 <= max_budgets <= MAX_BUDGETS:
             raise ConfigError(f"max_budgets must be between 1 and {MAX_BUDGETS}, got {max_budgets}")
@@ -107,6 +122,9 @@ class RuneOperator:
         self._budgets = 1
         self.transport = transport
         self.executor = executor
+        #: what the workspace's context blocks describe (by default, where ``executor`` is
+        #: confined; None: no workspace blocks)
+        self.workspace = workspace if workspace is not None else Workspace.of(executor)
         self.model = model
         self.protocol = protocol
         self.system_prompt = system_prompt
@@ -124,8 +142,8 @@ class RuneOperator:
             model=model,
             max_iterations=max_iterations,
             think=think,
-            shaper=_JournalingShaper(self),
-            on_event=self._on_loop_event,
+            shaper=_Shaper(self),
+            on_event=self._emit,
             protocol=protocol,
             auto_checks=auto_checks,
             assists=assists,
@@ -141,7 +159,7 @@ class RuneOperator:
         self.session: Session | None = None
         self._history: list[Message] = []
         self._turn_starts: list[int] = []
-        self._journaled = 0
+        self._journal: JournalSink | None = None
         self._turn_blocks: tuple[ContextBlock, ...] | None = None
         self._pending_state: PendingState | None = None
         #: why the last turn's answer left the task unfinished (``--continue`` goes on from it)
@@ -153,11 +171,17 @@ class RuneOperator:
 
     @classmethod
     def from_session(
-        cls, transport: Transport, executor: Executor, session: Session, **settings: Any
+        cls,
+        transport: Transport,
+        executor: Executor,
+        session: Session,
+        *,
+        model: str | None = None,
+        **settings: Unpack[Settings],
     ) -> RuneOperator:
         """An operator rebuilt from a session journal (model from its header unless given)."""
-        settings.setdefault("model", str(session.meta.get("model", "")))
-        return cls(transport, executor, session=session, **settings)
+        model = model if model is not None else session.state.header.model
+        return cls(transport, executor, model=model, session=session, **settings)
 
     # --- state --------------------------------------------------------------------------
 
@@ -187,26 +211,15 @@ class RuneOperator:
     def _contributor_tools(self) -> ContextBlock:
         return tools_block(self.executor.specs(), described_below=self.protocol == "constrained")
 
-    def _sandbox(self) -> tuple[Path, SandboxPolicy] | None:
-        workspace = getattr(self.executor, "workspace", None)
-        policy = getattr(self.executor, "policy", None)
-        if isinstance(workspace, Path) and isinstance(policy, SandboxPolicy):
-            return workspace, policy
-        return None
-
     def _contributor_environment(self) -> ContextBlock | None:
-        sandbox = self._sandbox()
-        if sandbox is None:
+        if self.workspace is None:
             return None
         return environment_block(
-            *sandbox, self.executor.specs(), commands_contained=self._commands_contained
+            self.workspace.root,
+            self.workspace.policy,
+            self.executor.specs(),
+            commands_contained=self.workspace.commands_contained,
         )
-
-    @cached_property
-    def _commands_contained(self) -> bool | None:
-        # Probed once per operator: whether bubblewrap works does not change mid-session.
-        probe = getattr(self.executor, "commands_contained", None)
-        return probe() if callable(probe) else None
 
     def _opening_request(self) -> str:
         """The request that opened this turn (later user messages may be tool results)."""
@@ -215,22 +228,19 @@ class RuneOperator:
         return str(opening.get("content") or "")
 
     def _contributor_files(self) -> ContextBlock | None:
-        sandbox = self._sandbox()
-        if sandbox is None:
+        if self.workspace is None:
             return None
-        return files_block(*sandbox, self._opening_request())
+        return files_block(self.workspace.root, self.workspace.policy, self._opening_request())
 
     def _contributor_map(self) -> ContextBlock | None:
-        sandbox = self._sandbox()
-        if sandbox is None:
+        if self.workspace is None:
             return None
-        return map_block(*sandbox, self._opening_request())
+        return map_block(self.workspace.root, self.workspace.policy, self._opening_request())
 
     def _contributor_project(self) -> ContextBlock | None:
-        sandbox = self._sandbox()
-        if sandbox is None:
+        if self.workspace is None:
             return None
-        found = project_block(*sandbox)
+        found = project_block(self.workspace.root, self.workspace.policy)
         for warning in found.warnings:
             self.on_event(ev.Warning(warning))
         return found.block
@@ -247,8 +257,7 @@ class RuneOperator:
         message: Message = {"role": "user", "content": str(text)}
         self._turn_starts.append(len(self._history))
         self._history.append(message)
-        self._record(journal.USER, {"message": message})
-        self._journaled = len(self._history)
+        self._record(records.UserTurn(message))
         self._turn_blocks = tuple(self.context_blocks())
         self._budgets = 1
         return self._drive(lambda runtime: runtime.run(self._history))
@@ -256,13 +265,13 @@ class RuneOperator:
     def approve(self) -> OperatorResponse:
         """Apply the change the turn waits on (re-validated by the executor), then go on."""
         state = self._take_pending()
-        self._record(journal.DECISION, {"decision": "approved", "reason": ""})
+        self._record(records.Decided("approved"))
         return self._drive(lambda runtime: runtime.approve(state))
 
     def allow(self, grant: Grant) -> None:
         """Allow what ``grant`` covers for the rest of the session (journaled first)."""
         if grant not in self.grants:
-            self._record(journal.GRANT, grant.to_json())
+            self._record(records.Granted(grant))
             self.grants.append(grant)
 
     def granted(self, pending: PendingApproval) -> Grant | None:
@@ -272,7 +281,7 @@ class RuneOperator:
     def reject(self, reason: str = "") -> OperatorResponse:
         """Refuse the change the turn waits on; the model hears ``reason`` and goes on."""
         state = self._take_pending()
-        self._record(journal.DECISION, {"decision": "rejected", "reason": reason})
+        self._record(records.Decided("rejected", reason))
         return self._drive(lambda runtime: runtime.reject(state, reason))
 
     def resume(self, session: Session | None = None) -> OperatorResponse | None:
@@ -287,18 +296,16 @@ class RuneOperator:
             return None
         if self._pending_state is not None:
             return self._paused_response()
-        records = [r for r in self.session.records if r.kind in _STATE_RECORDS]
-        last = records[-1] if records else None
-        if last is None or last.kind == journal.TURN_END:
+        folded = self.session.state
+        if folded.last is None or isinstance(folded.last, records.TurnEnded):
             return None
-        if last.kind == journal.DECISION and not self._messages_after(last.line):
+        if isinstance(folded.last, records.Decided) and not folded.messages_since:
             # The pause this decision answers (an approval asked again adds a second decision).
-            pending = next((r for r in reversed(records) if r.kind != journal.DECISION), None)
-            if pending is None or pending.kind != journal.PENDING:
+            pause = folded.answered
+            if pause is None:
                 return None
-            # The journal's pause refers to what it already holds; put that back first.
-            saved = self.session.state_of(pending) or {}
-            if last.data.get("decision") == "approved":
+            saved = pause.state
+            if folded.last.decision == "approved":
                 # Interrupted after the approval: the change may have been applied or not. Ask
                 # again rather than replay it (a file change re-applies as a no-op; a command
                 # would run twice).
@@ -310,7 +317,7 @@ class RuneOperator:
                     )
                 )
                 return self._paused_response()
-            reason = str(last.data.get("reason", ""))
+            reason = folded.last.reason
             # As journaled: a damaged state is the runtime's typed failure, not an exception.
             return self._drive(lambda runtime: runtime.reject(saved, reason))
         if (
@@ -324,7 +331,7 @@ class RuneOperator:
                 text=str(self._history[-1].get("content") or ""),
                 messages=tuple(self._history),
             )
-            self._record(journal.TURN_END, self._turn_summary(answer))
+            self._emit(ev.TurnEnded(answer))
             return answer
         return self._drive(lambda runtime: runtime.run(self._history))
 
@@ -355,28 +362,24 @@ class RuneOperator:
 
     def _attach(self, session: Session) -> None:
         self.session = session
-        self._history = session.messages
-        self._turn_starts = session.turn_starts
-        self._journaled = len(self._history)
+        self._journal = JournalSink(session)
+        folded = session.state
+        self._history = [dict(m) for m in folded.messages]
+        self._turn_starts = list(folded.turn_starts)
         self._turn_blocks = None
-        ends = [r for r in session.records if r.kind == journal.TURN_END]
-        self._unfinished = _optional_text(ends[-1].data.get("incomplete")) if ends else None
-        grants = (Grant.from_json(r.data) for r in session.records if r.kind == journal.GRANT)
-        self.grants = list(dict.fromkeys(grant for grant in grants if grant is not None))
-        record = pending_record(session.records)
-        if record is not None:
-            self._pending_state = PendingState.from_json(session.state_of(record))
-            # The pause is journaled before its messages are, one by one: a crash in between
-            # leaves them only in the pause. Journal them now, so the history is whole again.
+        self._unfinished = _optional_text(folded.ended.incomplete) if folded.ended else None
+        self.grants = list(folded.grants)
+        if folded.waiting is not None:
+            self._pending_state = PendingState.from_json(folded.waiting.state)
+            # A journal written by an older Rune has the pause before its messages, one by one:
+            # a crash in between left them only in the pause. Journal them now, so the history
+            # is whole again.
             _, conversation = split_system([thaw(m) for m in self._pending_state.messages])
-            self._checkpoint(conversation)
+            for message in conversation[len(self._history) :]:
+                self._record(records.MessageAdded(message))
             self._history = conversation
         else:
             self._pending_state = None
-
-    def _messages_after(self, line: int) -> bool:
-        assert self.session is not None
-        return any(r.kind == journal.MESSAGE and r.line > line for r in self.session.records)
 
     def _take_pending(self) -> PendingState:
         if self._pending_state is None:
@@ -385,17 +388,15 @@ class RuneOperator:
         self._pending_state = None
         return state
 
-    def _record(self, kind: str, data: Mapping[str, Any]) -> None:
-        if self.session is not None:
-            self.session.append(kind, data)
+    def _record(self, body: records.JournalRecord) -> None:
+        if self._journal is not None:
+            self._journal.write(body)
 
-    def _checkpoint(self, messages: Sequence[Mapping[str, Any]]) -> None:
-        """Journal the messages the loop added since the last checkpoint."""
-        # Runs before every model call: touch only the new tail, not the whole history.
-        conversation = messages[leading_system(messages) :]
-        for message in conversation[self._journaled :]:
-            self._record(journal.MESSAGE, {"message": thaw(message)})
-        self._journaled = max(self._journaled, len(conversation))
+    def _emit(self, event: ev.LoopEvent) -> None:
+        """Journal ``event`` first, then tell whoever listens."""
+        if self._journal is not None:
+            self._journal(event)
+        self.on_event(event)
 
     def _drive(self, step: Callable[[LocalToolRuntime], OperatorResponse]) -> OperatorResponse:
         if self._turn_blocks is None:
@@ -419,24 +420,20 @@ class RuneOperator:
                 iteration_budget=self._runtime.max_iterations,
                 messages=tuple(self._history),
             )
-        state = response.pending_state
-        if state is not None and response.pending is not None:
-            # The pause first: it carries every message, so a crash right after loses nothing.
-            self._record(journal.PENDING, {"state": state})
-            self._pending_state = PendingState.from_json(state)
         self._take_messages(response)
+        if isinstance(response.pause, PendingState) and response.pending is not None:
+            self._emit(ev.TurnPaused(response))
+            self._pending_state = response.pause
         if not response.paused:
-            self._record(journal.TURN_END, self._turn_summary(response))
+            self._emit(ev.TurnEnded(response))
             self._turn_blocks = None
             self._unfinished = response.incomplete
         return response
 
     def _take_messages(self, response: OperatorResponse) -> None:
-        """The conversation as the loop left it, journaled."""
+        """The conversation as the loop left it (journaled as it went)."""
         if response.messages:
-            _, conversation = split_system([thaw(m) for m in response.messages])
-            self._checkpoint(conversation)
-            self._history = conversation
+            _, self._history = split_system([thaw(m) for m in response.messages])
 
     def _renewed(self, response: OperatorResponse) -> bool:
         """Whether the turn goes on with a fresh budget: this one ran out after it made a
@@ -452,38 +449,18 @@ class RuneOperator:
         self.on_event(ev.BudgetRenewed(self._budgets, self.max_budgets))
         return True
 
-    def _turn_summary(self, response: OperatorResponse) -> dict[str, Any]:
-        return {
-            "success": response.success,
-            "outcome": response.outcome,
-            "incomplete": response.incomplete,
-            "changed": response.changed,
-            "text": response.text,
-            "error": response.error,
-            "error_kind": response.error_kind,
-            "iterations_used": response.iterations_used,
-            "iteration_budget": response.iteration_budget,
-            "evicted": list(response.evicted),
-            "warnings": list(response.warnings),
-        }
-
     def _paused_response(self) -> OperatorResponse:
         state = self._pending_state
         assert state is not None
-        response = OperatorResponse(
+        return OperatorResponse(
             success=False,
             iterations_used=state.iterations_used,
             iteration_budget=state.iteration_budget,
             pending=state.approval,
             messages=tuple(self._history),
             evicted=state.evicted,
+            pause=state,
         )
-        return with_pending(response, state.to_json())
-
-    def _on_loop_event(self, event: ev.LoopEvent) -> None:
-        if isinstance(event, ev.ToolFinished):
-            self._record(journal.TOOL_EVENT, {"event": event.event.to_json()})
-        self.on_event(event)
 
 
 def continue_note(unfinished: str) -> str:

@@ -252,7 +252,7 @@ class Calls:
             success=False,
             events=(*state.events, waiting),
             pending=pending.approval,
-            _pending_json=sealed.dumps(),
+            pause=sealed,
         )
 
     def _restore_grants(self, pending: PendingState) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rune import events as ev
 from rune import outcome
 from rune.errors import RuneError
 from rune.messages import OperatorResponse
@@ -27,11 +28,23 @@ class Endings:
     """The responses of one loop: an answer, a failure, a pause; each with the budget, the
     history, the events and the warnings so far."""
 
-    def __init__(self, max_iterations: int, specs: Sequence[ToolSpec]) -> None:
+    def __init__(
+        self, max_iterations: int, specs: Sequence[ToolSpec], on_event: ev.EventSink = ev.ignore
+    ) -> None:
         self.max_iterations = max_iterations
         self.kinds = tool_kinds(specs)
+        self.on_event = on_event
+
+    def announce(self, state: LoopState) -> None:
+        """Send the messages added since the last time (``events.MessageAdded``): before each
+        model call, and when the run returns."""
+        fresh = state.unannounced()
+        if self.on_event is not ev.ignore:  # no event is built that nobody hears
+            for message in fresh:
+                self.on_event(ev.MessageAdded(message))
 
     def respond(self, state: LoopState, **fields: Any) -> OperatorResponse:
+        self.announce(state)
         fields.setdefault("events", tuple(state.events))
         return OperatorResponse(
             iterations_used=state.iterations_used,

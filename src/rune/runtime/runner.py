@@ -71,7 +71,7 @@ class Runner(Calls):
         self.shaper = shaper
         self.assists = tuple(assists)
         self.hooks = Hooks(self.assists)
-        self.endings = Endings(max_iterations, tuple(executor.specs()))
+        self.endings = Endings(max_iterations, tuple(executor.specs()), self.emit)
         self.kinds = self.endings.kinds
         #: the protocols by the name a loop state keeps: the setting's now, another when used
         self._own_protocol = not isinstance(protocol, str)
@@ -191,6 +191,7 @@ class Runner(Calls):
                 return stop
 
     def _chat(self, state: LoopState) -> ChatResult:
+        self.endings.announce(state)
         allowed = all([a.answer_allowed(self, state) for a in self.hooks.answer_allowed])
         think = self.think if self.think is not None and self._supports_thinking() else None
         request = self.protocol_of(state).request(

@@ -1,7 +1,8 @@
 """Durable sessions: an append-only journal per session, locked by the process driving it."""
 
 from rune.sessions.journal import JournalContents, Record, read_journal
-from rune.sessions.store import Session, SessionStore, SessionSummary, Status, default_root
+from rune.sessions.status import Status
+from rune.sessions.store import Session, SessionStore, SessionSummary, default_root
 
 __all__ = [
     "JournalContents",

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from rune.sessions import journal
+from rune.sessions import journal, records
 from rune.sessions.journal import Record
 from rune.sessions.store import Session
 from rune.tools.fs import digest_bytes
@@ -147,9 +147,8 @@ class ChangeLog:
         self.blobs.put(content)
 
     def applied(self, tool: str, path: Path, before: str | None, after: str) -> None:
-        self.session.append(
-            journal.CHANGE,
-            {"tool": tool, "path": str(path), "before": before, "after": after},
+        self.session.write(
+            records.ChangeMade({"tool": tool, "path": str(path), "before": before, "after": after})
         )
 
 
@@ -323,7 +322,5 @@ def history(records: Iterable[Record]) -> History:
 def record_reversal(
     session: Session, action: Action, steps: Sequence[int], moves: Sequence[Move]
 ) -> None:
-    session.append(
-        journal.UNDO,
-        {"action": action, "steps": list(steps), "files": [m.to_json() for m in moves]},
-    )
+    files = [m.to_json() for m in moves]
+    session.write(records.Undone({"action": action, "steps": list(steps), "files": files}))

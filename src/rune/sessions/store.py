@@ -13,14 +13,13 @@ that one journal, never a wrong answer.
 
 The journal grows linearly: a pause for approval carries the whole conversation, but its record
 keeps only what the journal does not already hold (the messages and tool events before it are
-referred to by count, :meth:`Session.state_of` puts them back).
+referred to by count: ``rune.state.journal_form``; the fold puts them back).
 """
 
 from __future__ import annotations
 
 import builtins
 import contextlib
-import copy
 import fcntl
 import json
 import os
@@ -33,30 +32,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any
 
 from rune.errors import SessionError, SessionLocked, SessionNotFound
 from rune.messages import Message
 from rune.paths import data_dir
 from rune.sessions import journal
 from rune.sessions.journal import JournalWriter, Record, read_journal
+from rune.sessions.status import STATUSES, Status
 
-#: Where a session stands. ``new``: no task yet; ``running``: a turn has begun and not ended
-#: (a listing shows ``interrupted`` instead when no process holds the session);
-#: ``pending approval``: a change waits; ``done``, ``incomplete`` (answered, but a change failed
-#: or was rejected, or the answer was cut off), ``iteration limit`` and ``failed``: how the last
-#: turn ended (see ``OperatorResponse.outcome``).
-Status = Literal[
-    "new",
-    "running",
-    "interrupted",
-    "pending approval",
-    "done",
-    "incomplete",
-    "iteration limit",
-    "failed",
-]
-STATUSES: tuple[Status, ...] = get_args(Status)
+if TYPE_CHECKING:
+    from rune.sessions.fold import SessionState
+    from rune.sessions.records import Header, JournalRecord
+
+__all__ = ["STATUSES", "Session", "SessionStore", "SessionSummary", "Status"]
+
 JOURNAL_NAME = "journal.jsonl"
 LOCK_NAME = "lock"
 SUMMARY_NAME = "summary.json"
@@ -64,46 +54,10 @@ SUMMARY_VERSION = 1
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 #: the states ``prune`` may remove: the session ended, or never began
 PRUNABLE: frozenset[Status] = frozenset({"new", "done", "incomplete", "iteration limit", "failed"})
-_ENDED = {"done": "done", "incomplete": "incomplete", "limit": "iteration limit"}
 
 
 def default_root() -> Path:
     return data_dir() / "sessions"
-
-
-def ended_status(data: Mapping[str, Any]) -> Status:
-    """The status a turn_end record gives (journals before outcomes were written have only
-    ``success`` and ``error_kind``)."""
-    outcome = data.get("outcome")
-    if isinstance(outcome, str) and outcome in _ENDED:
-        return _ENDED[outcome]  # type: ignore[return-value]
-    if outcome is None and data.get("success"):
-        return "done"
-    if data.get("error_kind") == "IterationLimit":
-        return "iteration limit"
-    return "failed"
-
-
-def status_of(records: tuple[Record, ...] | list[Record]) -> Status:
-    """Where a session stands, from the last record that changes it."""
-    for record in reversed(records):
-        if record.kind == journal.PENDING:
-            return "pending approval"
-        if record.kind == journal.TURN_END:
-            return ended_status(record.data)
-        if record.kind in (journal.USER, journal.DECISION):
-            return "running"
-    return "new"
-
-
-def pending_record(records: tuple[Record, ...] | list[Record]) -> Record | None:
-    """The pause the session waits on, if its last state-changing record is one."""
-    for record in reversed(records):
-        if record.kind == journal.PENDING:
-            return record
-        if record.kind in (journal.DECISION, journal.TURN_END, journal.USER):
-            return None
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,16 +99,6 @@ def _lock(path: Path, session_id: str) -> int:
     return fd
 
 
-def _is_message(record: Record) -> bool:
-    return record.kind in (journal.USER, journal.MESSAGE) and isinstance(
-        record.data.get("message"), dict
-    )
-
-
-def _role(message: Any) -> Any:
-    return message.get("role") if isinstance(message, Mapping) else None
-
-
 def held_by_a_process(directory: Path) -> bool:
     """Whether a live process holds the session's lock (it is running, not interrupted)."""
     try:
@@ -184,16 +128,16 @@ def _write_summary(directory: Path, summary: Mapping[str, Any]) -> None:
             temporary.unlink()
 
 
-def _summary(meta: Mapping[str, Any], status: Status, end: int, updated_at: str) -> dict[str, Any]:
+def _summary(header: Header, status: Status, end: int, updated_at: str) -> dict[str, Any]:
     return {
         "v": SUMMARY_VERSION,
         "end": end,
         "status": status,
         "updated_at": updated_at,
-        "title": str(meta.get("title", "")),
-        "model": str(meta.get("model", "")),
-        "workspace": str(meta.get("workspace", "")),
-        "backend": str(meta.get("backend", "")),
+        "title": header.title,
+        "model": header.model,
+        "workspace": header.workspace,
+        "backend": header.backend,
     }
 
 
@@ -223,69 +167,39 @@ class Session:
         except BaseException:
             self._unlock()
             raise
-        self._conversation: list[Mapping[str, Any]] = [
-            r.data["message"] for r in self._records if _is_message(r)
-        ]
+        # (imported here: listing sessions reads their summaries, not their records)
+        from rune.sessions.fold import Folding
+
+        self._folding = Folding()
+        for record in self._records:
+            self._folding.add(record)
 
     # --- writing ------------------------------------------------------------------------
 
+    def write(self, body: JournalRecord) -> Record:
+        """Write one record; it is on disk (fsynced) when this returns. A pause is written in
+        the journal's form: without what the journal already holds (``rune.state``)."""
+        from rune.sessions.records import Paused, Shared, data_of, kind_of
+
+        if isinstance(body, Paused) and body.shared is None:
+            from rune.state import journal_form  # not at import: ``rune sessions`` starts fast
+
+            folded = self._folding
+            state, shared = journal_form(body.state, folded.messages, folded.events)
+            body = Paused(state, None if shared is None else Shared(*shared))
+        return self.append(kind_of(body), data_of(body))
+
     def append(self, kind: str, data: Mapping[str, Any]) -> Record:
-        """Write one record; it is on disk (fsynced) when this returns."""
-        if kind == journal.PENDING:
-            data = self._compact(data)
+        """Write one record of ``kind`` as it is (:meth:`write` writes a typed one)."""
         record = self._writer.append(kind, data)
         self._records.append(record)
-        if _is_message(record):
-            self._conversation.append(record.data["message"])
+        self._folding.add(record)
         if kind in journal.STATE_KINDS:
             _write_summary(
                 self.directory,
-                _summary(self.meta, self.status, self._writer.size, record.ts),
+                _summary(self._folding.header, self.status, self._writer.size, record.ts),
             )
         return record
-
-    def _compact(self, data: Mapping[str, Any]) -> Mapping[str, Any]:
-        """A pause's record without what the journal already holds: the conversation's
-        journaled prefix and the run's journaled tool events, referred to by count."""
-        state = data.get("state")
-        if not isinstance(state, Mapping):
-            return data
-        messages, events = state.get("messages"), state.get("events")
-        if not isinstance(messages, list) or not isinstance(events, list):
-            return data
-        lead = 0
-        while lead < len(messages) and _role(messages[lead]) == "system":
-            lead += 1
-        conversation = messages[lead:]
-        shared = min(len(self._conversation), len(conversation))
-        if shared and (
-            conversation[0] != self._conversation[0]
-            or conversation[shared - 1] != self._conversation[shared - 1]
-        ):
-            shared = 0
-        journaled = self._tool_events(len(events))
-        same_events = len(journaled) == len(events) and journaled == events
-        shared_events = len(events) if same_events else 0
-        if not shared and not shared_events:
-            return data
-        compact = {
-            **state,
-            "messages": messages[:lead] + conversation[shared:],
-            "events": events[shared_events:],
-        }
-        refs = {"lead": lead, "messages": shared, "events": shared_events}
-        return {**data, "state": compact, "shared": refs}
-
-    def _tool_events(self, count: int, *, before: int | None = None) -> list[Any]:
-        """The ``count`` last tool events journaled (before record line ``before``)."""
-        found: list[Any] = []
-        for record in reversed(self._records):
-            if len(found) >= count:
-                break
-            if (before is None or record.line < before) and record.kind == journal.TOOL_EVENT:
-                found.append(record.data.get("event"))
-        found.reverse()
-        return found
 
     # --- reading ------------------------------------------------------------------------
 
@@ -294,62 +208,36 @@ class Session:
         return tuple(self._records)
 
     @property
+    def state(self) -> SessionState:
+        """Where the session stands (:func:`rune.sessions.fold.fold` of its records)."""
+        return self._folding.state()
+
+    @property
     def meta(self) -> Mapping[str, Any]:
-        header = next((r for r in self._records if r.kind == journal.SESSION), None)
-        return header.data if header is not None else {}
+        from rune.sessions.records import data_of
+
+        return data_of(self._folding.header)
 
     @property
     def messages(self) -> list[Message]:
         """The conversation so far (user turns and everything the loop added), in order."""
-        return [dict(m) for m in self._conversation]
+        return [dict(m) for m in self._folding.messages]
 
     @property
     def turn_starts(self) -> list[int]:
         """Indices in :attr:`messages` where the user turns begin."""
-        starts: list[int] = []
-        count = 0
-        for r in self._records:
-            if _is_message(r):
-                if r.kind == journal.USER:
-                    starts.append(count)
-                count += 1
-        return starts
+        return list(self._folding.turn_starts)
 
     @property
     def status(self) -> Status:
-        return status_of(self._records)
+        return self._folding.status
 
     @property
     def pending_state(self) -> dict[str, Any] | None:
-        """The pending approval's state, as the runtime wrote it, when the session waits."""
-        record = pending_record(self._records)
-        return self.state_of(record) if record is not None else None
-
-    def state_of(self, record: Record) -> dict[str, Any] | None:
-        """The whole state a pause record carries, with what it refers to put back in place:
-        exactly what the runtime wrote, so its seal still verifies."""
-        state = record.data.get("state")
-        if not isinstance(state, Mapping):
-            return None
-        whole = copy.deepcopy(dict(state))
-        refs = record.data.get("shared")
-        if not isinstance(refs, Mapping):
-            return whole
-        lead, count, events = (int(refs.get(k, 0)) for k in ("lead", "messages", "events"))
-        before = [
-            r.data["message"] for r in self._records if r.line < record.line and _is_message(r)
-        ]
-        if len(before) < count:
-            return whole  # the journal lost what the pause refers to: the seal will say so
-        messages = list(whole.get("messages") or [])
-        whole["messages"] = [
-            *messages[:lead],
-            *copy.deepcopy(before[:count]),
-            *messages[lead:],
-        ]
-        journaled = self._tool_events(events, before=record.line) if events else []
-        whole["events"] = [*copy.deepcopy(journaled), *(whole.get("events") or [])]
-        return whole
+        """The pending approval's state, exactly as the runtime wrote it, when the session
+        waits."""
+        waiting = self.state.waiting
+        return dict(waiting.state) if waiting is not None else None
 
     # --- lifetime -----------------------------------------------------------------------
 
@@ -406,16 +294,9 @@ class SessionStore:
                 f"cannot create a session under {self.root}: {err.strerror}"
             ) from None
         session = Session(session_id, directory)
-        session.append(
-            journal.SESSION,
-            {
-                "model": model,
-                "workspace": workspace,
-                "backend": backend,
-                "title": title,
-                "created_at": journal.now(),
-            },
-        )
+        from rune.sessions.records import Header
+
+        session.write(Header(model, workspace, backend, title, journal.now()))
         _fsync_dir(directory)
         _fsync_dir(self.root)
         return session
@@ -459,16 +340,14 @@ class SessionStore:
                 contents = read_journal(path)
             except SessionError as err:
                 return SessionSummary(directory.name, "failed", "", "", "", (str(err),))
-            header = next((r for r in contents.records if r.kind == journal.SESSION), None)
-            meta = header.data if header is not None else {}
+            from rune.sessions.fold import fold
+
+            folded = fold(contents.records)
             updated = contents.records[-1].ts if contents.records else ""
-            status = status_of(contents.records)
+            summary = _summary(folded.header, folded.status, size, updated)
             if not contents.warnings:
-                _write_summary(directory, _summary(meta, status, size, updated))
-            cached = (
-                {**_summary(meta, status, size, updated), "warnings": contents.warnings},
-                updated,
-            )
+                _write_summary(directory, summary)
+            cached = ({**summary, "warnings": contents.warnings}, updated)
         data, updated = cached
         status = data["status"]
         if status == "running" and not held_by_a_process(directory):
