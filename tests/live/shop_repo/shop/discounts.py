@@ -2,7 +2,7 @@
 
 
 def percent_off(cents: int, percent: int) -> int:
-    """The price after taking ``percent`` percent off, rounded down to a whole cent."""
+    """The price after taking ``percent`` percent off (the discount rounded down to a cent)."""
     if not 0 <= percent <= 100:
         raise ValueError("percent must be between 0 and 100")
     return cents - cents * percent // 100
