@@ -150,6 +150,16 @@ def test_the_demo_check_failing_is_the_outcome(home: Path) -> None:
     assert done.stdout.strip().splitlines()[-1].startswith("✗ not fixed: add(2, 3) is still wrong")
 
 
+def test_a_budget_of_one_turn_is_said_in_the_singular(
+    home: Path, ollama: FakeOllama, workspace: Path
+) -> None:
+    ollama.script(tool_reply(tool_call("read_file", {"path": "notes.txt"})))
+    stopped = run(home, ollama, workspace, "read the note", "--max-iterations", "1")
+    assert stopped.returncode == EXIT_LIMIT, stopped.stdout + stopped.stderr
+    assert "the model used its 1 iteration without a final answer" in stopped.stdout
+    assert "the budget of 1 model turn is spent" in stopped.stdout
+
+
 def test_the_iteration_limit_then_continue_runs_a_fresh_budget(
     home: Path, ollama: FakeOllama, workspace: Path
 ) -> None:

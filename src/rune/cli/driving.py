@@ -29,7 +29,7 @@ from rune.view import Decision
 
 if TYPE_CHECKING:
     from rune.app import Opening, Rune
-from rune.text import visible
+from rune.text import plural, visible
 
 out, err = consoles.out, consoles.err
 
@@ -160,7 +160,7 @@ def drive(
     if response.outcome == "limit":
         reporter.line(
             Text(
-                f"the budget of {response.iteration_budget} model turns is spent; "
+                f"the budget of {plural(response.iteration_budget, 'model turn')} is spent; "
                 f"`rune resume {rune.session_id} --continue` runs the task on with a fresh one",
                 style="yellow",
             )

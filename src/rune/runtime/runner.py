@@ -30,6 +30,7 @@ from rune.runtime.protocol import ToolProtocol, Turn
 from rune.runtime.protocols import PROTOCOLS, choose_protocol, likely_protocol, standard_protocol
 from rune.runtime.settings import check_settings
 from rune.state import NATIVE, TEXT_FALLBACK, LoopState, PendingState, unseal
+from rune.text import plural
 from rune.tools.spec import Executor
 from rune.transport.base import Transport
 
@@ -162,10 +163,10 @@ class Runner(Calls):
                 if stop is not None:
                     return stop
             if state.iterations_used >= self.max_iterations:
+                used = plural(self.max_iterations, "iteration")
                 return self.endings.failure(
                     state,
-                    f"iteration limit: the model used all {self.max_iterations} iterations "
-                    "without a final answer",
+                    f"iteration limit: the model used its {used} without a final answer",
                     "IterationLimit",
                 )
             state.iterations_used += 1

@@ -38,7 +38,7 @@ from rune.sessions.changes import (
     record_reversal,
 )
 from rune.sessions.store import Session
-from rune.text import for_display
+from rune.text import for_display, plural
 from rune.tools import fs
 from rune.tools.display import is_binary
 from rune.tools.sandbox import SandboxPolicy, validate_write_path
@@ -178,7 +178,7 @@ def undo(
         if not at_step:
             raise UndoRefused(
                 f"session {session.id} changed no file at step {step}: it made "
-                f"{len(found.changes)} file change(s) (`rune undo --list`)"
+                f"{plural(len(found.changes), 'file change')} (`rune undo --list`)"
             )
         targets = [c for c in at_step if c.step in found.applied]
         if not targets:
@@ -381,7 +381,7 @@ def _not_kept(action: Action, item: _Planned, workspace: Path) -> str:
 def listing(session: Session, workspace: Path) -> list[str]:
     """The session's changes by the run's step that made them, each with where it stands."""
     found = history(session.records)
-    lines = [f"session {session.id}: {len(found.changes)} file change(s)"]
+    lines = [f"session {session.id}: {plural(len(found.changes), 'file change')}"]
     for change in found.changes:
         state = "in effect" if change.step in found.applied else "undone"
         verb = "created" if change.before is None else "changed"
