@@ -161,6 +161,16 @@ def test_without_the_extra_the_no_server_message_puts_what_works_first(home: Pat
     assert message.index("[embedded]") < message.index("rune pull")  # install first, then pull
 
 
+def test_without_the_extra_a_named_catalogue_model_says_install_before_pull(home: Path) -> None:
+    """From the newcomer tour: check-model with a catalogue model said only `rune pull`, which
+    then refuses without the extra."""
+    done = without_embedded(home, "check-model", "qwen2.5-coder:1.5b")
+    assert done.returncode != EXIT_OK
+    said = done.stdout + done.stderr
+    assert "embedded backend, which is not installed" in said
+    assert said.index("[embedded]") < said.index("rune pull qwen2.5-coder:1.5b")
+
+
 def test_without_the_extra_doctor_gives_one_verdict(home: Path) -> None:
     done = without_embedded(home, "doctor")
     checks = [line for line in done.stdout.splitlines() if line[:4] in ("ok  ", "!!  ")]

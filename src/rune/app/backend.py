@@ -211,9 +211,15 @@ def _pulled(model: CatalogModel, reason: str) -> EmbeddedBackend:
 
 
 def _not_pulled(model: CatalogModel) -> BackendUnavailable:
+    pull = f"`rune pull {model.name}` ({model.size / 1e9:.1f} GB, once)"
+    if not embedded_installed():
+        # pull refuses without the backend that would run the model: say that first
+        return BackendUnavailable(
+            f"{model.name} runs in Rune's embedded backend, which is not installed: "
+            f"{EMBEDDED_INSTALL_HINT}; then {pull}. Or serve it with Ollama (`ollama serve`)"
+        )
     return BackendUnavailable(
-        f"{model.name} is not pulled yet: `rune pull {model.name}` "
-        f"({model.size / 1e9:.1f} GB, once), or serve it with Ollama (`ollama serve`)"
+        f"{model.name} is not pulled yet: {pull}, or serve it with Ollama (`ollama serve`)"
     )
 
 
