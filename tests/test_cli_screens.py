@@ -39,6 +39,30 @@ def test_doctor_says_one_line_per_check_and_lists_names_only_when_verbose(home: 
     assert "ok  sandbox, credentials (never read or written): .aws" in verbose.stdout
 
 
+def test_a_reader_that_goes_away_mid_run_leaves_the_session_interrupted(home: Path) -> None:
+    """`rune run --json ... | head -2`: the reader went away, not the model; the session was
+    listed as failed, "the model transport failed: BrokenPipeError"."""
+    (home / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    command = [sys.executable, "-m", "rune.cli", "run", "--json", "--backend", "scripted"]
+    with subprocess.Popen(
+        [*command, "--yes", "--workspace", str(home), "fix add"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        cwd=home,
+        env={**os.environ, "HOME": str(home), "OLLAMA_HOST": f"127.0.0.1:{closed_port()}"},
+    ) as process:
+        assert process.stdout is not None and process.stderr is not None
+        process.stdout.readline()
+        process.stdout.readline()
+        process.stdout.close()  # as head -2 does
+        errors = process.stderr.read().decode()
+        assert process.wait(timeout=90) == EXIT_BROKEN_PIPE, errors
+    assert "Traceback" not in errors
+    listed = rune(home, "sessions").stdout
+    assert "interrupted" in listed and "failed" not in listed, listed
+
+
 def test_doctor_never_loads_the_embedded_model(home: Path) -> None:
     """Loading a model takes seconds: the doctor says what would run, without running it."""
     done = rune(home, "doctor", "--backend", "embedded")

@@ -408,8 +408,8 @@ class RuneOperator:
                 self._take_messages(response)
                 start = self._turn_starts[-1] if self._turn_starts else None
                 response = self._runtime.run(self._history, opening=start)
-        except RuneError:
-            raise
+        except (RuneError, BrokenPipeError):
+            raise  # (a closed pipe: the reader of the output went away, rune exits 141)
         except Exception as err:
             # The runtime turns every failure it knows into a response; anything else is a bug,
             # and still ends the turn as a typed failure, journaled, never a traceback.

@@ -183,6 +183,8 @@ class Runner(Calls):
                     result = self._chat(state)
             except RuneError as err:
                 return self.endings.failure(state, str(err), err.kind)
+            except BrokenPipeError:
+                raise  # the reader of Rune's own output went away (rune ... | head): exit 141
             except Exception as err:  # a transport that broke its contract (KeyboardInterrupt
                 # is not an Exception: it still interrupts)
                 failed = transport_failure(err)
