@@ -300,3 +300,39 @@ def test_ollama_transport_sends_the_schema_as_format(project: Path) -> None:
     assert resp.success and resp.text == "ok"
     assert body["format"] == turn_schema(executor(project).specs())
     assert "tools" not in body
+
+
+# --- what the model meant -----------------------------------------------------------------------
+
+
+WORDS = "import re\n\n\ndef title(s):\n    return s\n"
+#: as a model writes it inside a JSON string: the regex's \b as JSON's own \b escape
+MEANT = "def title(s):\n    return re.sub(r'\x08(\\w)', lambda m: m.group(1).upper(), s)\n"
+
+
+def test_a_regex_backslash_b_written_as_json_backspace_is_the_regex(project: Path) -> None:
+    """The 1.5B wrote re.sub(r'(\\b(...' in a JSON string: a backspace, and the change was
+    refused for a control character. No tool takes one; the model meant the backslash."""
+    (project / "words.py").write_text(WORDS)
+    reply = json.dumps(
+        {
+            "tool": "replace_function",
+            "arguments": {"path": "words.py", "name": "title", "code": MEANT},
+        }
+    )
+    assert "\\b(\\\\w)" in reply  # JSON's \b, and an escaped backslash before w
+    loop = Loop(project, [{"content": reply}, answer("title() capitalises words.")])
+    response = loop.runtime.run(TASK)
+    while response.pending is not None:
+        response = loop.runtime.approve(response.pending_state)
+    assert response.success
+    written = (project / "words.py").read_text()
+    assert "re.sub(r'\\b(\\w)', " in written and "\x08" not in written
+    words = subprocess.run(
+        [sys.executable, "-c", "import words; print(words.title('active record'))"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert words.stdout.strip() == "Active Record"

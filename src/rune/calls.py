@@ -73,7 +73,25 @@ def tool_request(
     problem = shape_problem(arguments)
     if problem is not None:
         arguments = {UNPARSED: "", PROBLEM: f"they are {problem}"}
+    else:
+        arguments = _backslashes_meant(arguments)
     return ToolRequest(name, arguments, call_id, source)
+
+
+#: what JSON's ``\b`` and ``\f`` decode to, and what a model writing code inside a JSON string
+#: meant by them: the regex escape ``\b``, a ``\f``. No tool takes a backspace or a form feed
+#: (text tools refuse control characters), so reading them back as the backslash the model
+#: wrote loses nothing; read as they decode, ``re.sub(r'\bword', ...)`` was refused.
+_JSON_ESCAPES_MEANT = str.maketrans({"\b": "\\b", "\f": "\\f"})
+
+
+def _backslashes_meant(arguments: Mapping[str, Any]) -> Mapping[str, Any]:
+    if not any(isinstance(v, str) and ("\b" in v or "\f" in v) for v in arguments.values()):
+        return arguments
+    return {
+        key: value.translate(_JSON_ESCAPES_MEANT) if isinstance(value, str) else value
+        for key, value in arguments.items()
+    }
 
 
 def native_request(call: object, source: ToolSource) -> ToolRequest:
