@@ -187,6 +187,32 @@ def test_a_failing_test_is_shown_with_its_error_and_the_code_it_runs(ws: Path) -
     assert "test_zero" not in digest.split("Also failing")[0].replace("test_add", "")
 
 
+SEQS = "def tail(n, seq):\n    return seq[n:]\n\n\ndef last(seq):\n    return tail(1, seq)[0]\n"
+TEST_SEQS = """\
+import unittest
+
+from calc.seqs import last
+
+
+class TestLast(unittest.TestCase):
+    def test_last(self):
+        self.assertEqual(last("ABCDE"), "E")
+"""
+
+
+@needs_bwrap
+def test_the_functions_a_shown_function_calls_are_shown_beside_it(ws: Path) -> None:
+    """toolz: test_last fails for a bug in the tail() that last() calls; shown last() alone,
+    the 1.5B rewrote last()."""
+    (ws / "calc" / "seqs.py").write_text(SEQS)
+    (ws / "tests" / "test_seqs.py").write_text(TEST_SEQS)
+    with pytest.raises(ToolError) as caught:
+        executor(ws).run("run_tests", {"tests": "tests/test_seqs.py"})
+    digest = str(caught.value)
+    assert "return tail(1, seq)[0]" in digest
+    assert "calc/seqs.py (last calls it):" in digest and "return seq[n:]" in digest
+
+
 @needs_bwrap
 def test_a_frame_in_project_code_shows_its_function(ws: Path) -> None:
     (ws / "calc" / "ops.py").write_text("def add(a, b):\n    return a + c\n")

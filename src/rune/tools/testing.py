@@ -37,6 +37,8 @@ TEST_TIMEOUT = 60
 SHOWN_FAILURES = 2
 #: lines of one function's source shown
 SHOWN_SOURCE_LINES = 30
+#: the functions a shown function calls in its own module, shown beside it
+SHOWN_CALLEES = 2
 #: the longest digest (a small model on two cores reads about 80 prompt tokens a second)
 MAX_DIGEST_CHARS = 2400
 #: test files looked for, and directories walked, before the search stops
@@ -541,6 +543,32 @@ def _imports(tree: ast.Module) -> dict[str, tuple[str, str | None]]:
 
 
 def _source_in_module(workspace: Path, module: str, name: str) -> str | None:
+    """The source of ``module``'s top-level ``name``, and of the functions of that module it
+    calls (one level): a test of ``last`` fails for a bug in the ``tail`` it calls, and the
+    1.5B, shown ``last`` alone, rewrote ``last``."""
+    found = _definition_in_module(workspace, module, name)
+    if found is None:
+        return None
+    path, tree, lines, node = found
+    shown = for_display(path.relative_to(workspace).as_posix())
+    parts = [f"{shown}:\n{_numbered(lines, node.lineno, node.end_lineno or node.lineno)}"]
+    top = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    callees: list[str] = []
+    for call in ast.walk(node):
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
+            callee = call.func.id
+            if callee in top and callee != name and callee not in callees:
+                callees.append(callee)
+    for callee in callees[:SHOWN_CALLEES]:
+        definition = top[callee]
+        end = definition.end_lineno or definition.lineno
+        parts.append(f"{shown} ({name} calls it):\n{_numbered(lines, definition.lineno, end)}")
+    return "\n".join(parts)
+
+
+def _definition_in_module(
+    workspace: Path, module: str, name: str
+) -> tuple[Path, ast.Module, list[str], ast.stmt] | None:
     relative = module.replace(".", "/")
     for base in (workspace, workspace / "src", workspace / "lib"):
         for candidate in (base / f"{relative}.py", base / relative / "__init__.py"):
@@ -554,9 +582,7 @@ def _source_in_module(workspace: Path, module: str, name: str) -> str | None:
                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and (
                     node.name == name
                 ):
-                    shown = candidate.relative_to(workspace).as_posix()
-                    end = node.end_lineno or node.lineno
-                    return f"{for_display(shown)}:\n{_numbered(lines, node.lineno, end)}"
+                    return candidate, tree, lines, node
             return None
     return None
 
