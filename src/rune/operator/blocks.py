@@ -182,7 +182,7 @@ def files_block(workspace: Path, policy: SandboxPolicy, request: str) -> Context
         with_ids = {m.group(1).strip("./") for m in _TEST_ID.finditer(request)}
         for name in _mentioned(request):
             limit = NAMED_TEST_FILE_BYTES if name in with_ids else NAMED_FILE_BYTES
-            data = _read_text(workspace, policy, name, limit)
+            data = read_text_file(workspace, policy, name, limit)
             if data is None or total + len(data) > NAMED_FILES_BYTES:
                 continue
             chosen[name] = data
@@ -212,7 +212,7 @@ def _mentioned(request: str) -> list[str]:
     return names
 
 
-def _read_text(workspace: Path, policy: SandboxPolicy, name: str, limit: int) -> bytes | None:
+def read_text_file(workspace: Path, policy: SandboxPolicy, name: str, limit: int) -> bytes | None:
     """A text file's bytes if the read policy allows it and it is small enough, else None."""
     try:
         path = validate_read_path(workspace / name, policy, workspace)
@@ -254,7 +254,7 @@ def _small_workspace(workspace: Path, policy: SandboxPolicy) -> dict[str, bytes]
     found: dict[str, bytes] = {}
     total = 0
     for name in names:
-        data = _read_text(workspace, policy, name, SMALL_WORKSPACE_BYTES)
+        data = read_text_file(workspace, policy, name, SMALL_WORKSPACE_BYTES)
         if data is None:
             continue
         found[name] = data

@@ -15,12 +15,10 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
-from rune.errors import RuneError
-from rune.operator.blocks import FILES_BUCKET, ContextBlock, is_small_workspace
+from rune.operator.blocks import FILES_BUCKET, ContextBlock, is_small_workspace, read_text_file
 from rune.text import for_display
-from rune.tools import fs
 from rune.tools.locate import project_files
-from rune.tools.sandbox import SandboxPolicy, validate_read_path
+from rune.tools.sandbox import SandboxPolicy
 
 #: the map's size: about 600 tokens
 MAP_CHARS = 2400
@@ -160,12 +158,8 @@ def _top_level_names(workspace: Path, policy: SandboxPolicy, name: str) -> list[
 
 
 def _text(workspace: Path, policy: SandboxPolicy, name: str) -> str | None:
-    try:
-        path = validate_read_path(workspace / name, policy, workspace)
-        found = fs.read_regular_file(path, policy.read_roots, MAX_PARSED_BYTES)
-        return None if found.truncated else found.data.decode("utf-8")
-    except (RuneError, OSError, UnicodeDecodeError):
-        return None
+    data = read_text_file(workspace, policy, name, MAX_PARSED_BYTES)
+    return data.decode("utf-8") if data is not None else None
 
 
 def _definitions(workspace: Path, policy: SandboxPolicy, name: str) -> list[str]:
