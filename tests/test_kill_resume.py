@@ -54,11 +54,16 @@ def start(workspace: Path, data: Path, calls: Path) -> subprocess.Popen[str]:
     )
 
 
-def kill_at_random(child: subprocess.Popen[str], data: Path, rng: random.Random) -> bool:
-    """Kill after a random delay or once the journal reaches a random length; True if killed."""
-    deadline = time.monotonic() + rng.uniform(0.15, 0.7)
-    target = journal_lines(data) + rng.randint(1, 12)
-    by_lines = rng.random() < 0.5
+def kill_at_random(
+    child: subprocess.Popen[str], data: Path, rng: random.Random, *, first: bool = False
+) -> bool:
+    """Kill after a random delay or once the journal reaches a random length; True if killed.
+    The ``first`` kill of a round is always by a length every run reaches (a few lines): by a
+    delay alone, a run that finished sooner left the round with no kill at all."""
+    delay = rng.uniform(0.15, 0.7)
+    deadline = float("inf") if first else time.monotonic() + delay
+    target = journal_lines(data) + rng.randint(1, 4 if first else 12)
+    by_lines = first or rng.random() < 0.5
     while child.poll() is None:
         if (by_lines and journal_lines(data) >= target) or time.monotonic() >= deadline:
             child.send_signal(signal.SIGKILL)
@@ -78,7 +83,7 @@ def test_killed_sessions_resume_from_the_journal_and_finish(tmp_path: Path, seed
     snapshots: list[list[dict]] = []
     while True:
         child = start(workspace, data, calls)
-        if kills < KILLS_PER_ROUND and kill_at_random(child, data, rng):
+        if kills < KILLS_PER_ROUND and kill_at_random(child, data, rng, first=kills == 0):
             kills += 1
             snapshots.append(conversation(data))
             continue
