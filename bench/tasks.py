@@ -194,7 +194,7 @@ def server_for(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="qwen2.5-coder:1.5b", help="a pulled catalogue model")
-    parser.add_argument("--protocol", choices=("auto", "native", "text", "constrained"))
+    parser.add_argument("--protocol", choices=("auto", "native", "text", "constrained", "blocks"))
     parser.add_argument("--suite", choices=(*SUITE_NAMES, "all"), default="bugs")
     parser.add_argument(
         "--tasks", default="*", help="globs over task names, comma-separated (default: all)"

@@ -37,7 +37,7 @@ from rune.keys import SETTINGS, Check
 from rune.limits import DEFAULT_BUDGETS, MAX_BUDGETS, MAX_ITERATIONS, MIN_ITERATIONS
 
 ApprovalMode = Literal["ask", "edits", "all"]
-Protocol = Literal["auto", "native", "text", "constrained"]
+Protocol = Literal["auto", "native", "text", "constrained", "blocks"]
 NAMED_BACKENDS = ("ollama", "embedded", "scripted")
 
 # key -> (what it means, what is allowed), as declared once in rune.keys.SETTINGS; the order

@@ -90,11 +90,16 @@ def constrained_prompt(specs: Sequence[Any]) -> str:
         lines.insert(
             3, f"After a change, check it with {checks[0]}: assert what the task says it should do."
         )
-    lines.extend(f"- {signature(spec)}: {_first_sentence(spec.description)}" for spec in specs)
+    lines.extend(tool_lines(specs))
     example = _example(specs, checks[0] if checks else None)
     if example:
         lines.extend(["", example])
     return "\n".join(lines)
+
+
+def tool_lines(specs: Sequence[Any]) -> list[str]:
+    """A line per tool: its signature and the first sentence of what it does."""
+    return [f"- {signature(spec)}: {_first_sentence(spec.description)}" for spec in specs]
 
 
 def signature(spec: Any) -> str:

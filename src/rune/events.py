@@ -43,6 +43,8 @@ class FallbackPromptInjected:
                 f"{self.model}: constrained protocol (each reply is one JSON object the "
                 "server's grammar checks)"
             )
+        if self.protocol == "blocks":
+            return f"{self.model}: code-block protocol (changes as code blocks under a file's path)"
         return f"{self.model} has no native tool calling here; using the text protocol"
 
 

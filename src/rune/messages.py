@@ -16,7 +16,9 @@ from rune.errors import ProtocolError
 from rune.limits import shape_problem
 
 #: where a call came from; "rune": a check the loop ran itself (``rune.tools.spec.AutoCheck``)
-ToolSource = Literal["ollama-native", "openai-native", "text-fallback", "constrained", "rune"]
+ToolSource = Literal[
+    "ollama-native", "openai-native", "text-fallback", "constrained", "blocks", "rune"
+]
 ToolStatus = Literal["done", "failed", "denied", "pending_approval", "rejected"]
 #: how a run ended (:attr:`OperatorResponse.outcome`)
 Outcome = Literal["done", "incomplete", "paused", "limit", "failed"]

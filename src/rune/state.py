@@ -43,7 +43,8 @@ VERSION_FIELD = "rune_pending_state"
 NATIVE = "native"
 TEXT_FALLBACK = "text-fallback"
 CONSTRAINED = "constrained"
-LOOP_PROTOCOLS = (NATIVE, TEXT_FALLBACK, CONSTRAINED)
+BLOCKS = "blocks"
+LOOP_PROTOCOLS = (NATIVE, TEXT_FALLBACK, CONSTRAINED, BLOCKS)
 
 #: what a call of the current turn answered: (ok, the text the model got)
 Outcome = tuple[bool, str]

@@ -46,6 +46,13 @@ class CheckBeforeAnswer(Assist):
             return ""  # the loop runs the tests itself
         return f"\nBefore you answer, run {min(checks)} to check the code as it is now."
 
+    def before_answer(self, loop: Loop, state: LoopState) -> str | None:
+        """An answer the protocol could not withhold (code blocks) goes back when it came too
+        early; under a grammar it never comes."""
+        if self.answer_allowed(loop, state):
+            return None
+        return f"Before you answer, run {min(loop.kinds.checks)} to check the code as it is now."
+
     def answer_allowed(self, loop: Loop, state: LoopState) -> bool:
         checks = loop.kinds.checks
         if not checks or not loop.protocol_of(state).withholds_answer:

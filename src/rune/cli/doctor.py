@@ -26,6 +26,7 @@ PROTOCOL_NOTES = {
     "native": "native tool calls (the model has tools)",
     "text": "text protocol (the model has no native tools; Rune parses calls from its text)",
     "constrained": "constrained: each reply is one JSON object the server's grammar checks",
+    "blocks": "blocks: code changes as code blocks under a file's path, parsed by Rune",
 }
 
 

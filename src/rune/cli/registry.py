@@ -28,7 +28,7 @@ def _backend_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--protocol",
-        choices=("auto", "native", "text", "constrained"),
+        choices=("auto", "native", "text", "constrained", "blocks"),
         help="how the model calls tools (default auto: constrained for the embedded backend, "
         "native when the server's model has tools, else text)",
     )
@@ -197,7 +197,7 @@ def _check_model(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, metavar="SECONDS", help="the server's timeout")
     parser.add_argument(
         "--protocol",
-        choices=("auto", "native", "text", "constrained"),
+        choices=("auto", "native", "text", "constrained", "blocks"),
         help="how the model calls tools (default auto)",
     )
     parser.add_argument(

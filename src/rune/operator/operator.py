@@ -209,7 +209,9 @@ class RuneOperator:
         return system_block(self.system_prompt)
 
     def _contributor_tools(self) -> ContextBlock:
-        return tools_block(self.executor.specs(), described_below=self.protocol == "constrained")
+        return tools_block(
+            self.executor.specs(), described_below=self.protocol in ("constrained", "blocks")
+        )
 
     def _contributor_environment(self) -> ContextBlock | None:
         if self.workspace is None:

@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 #: tool sources whose results go back as text (no ``tool_calls`` entry to answer)
-TEXT_SOURCES: tuple[ToolSource, ...] = ("text-fallback", "constrained")
+TEXT_SOURCES: tuple[ToolSource, ...] = ("text-fallback", "constrained", "blocks")
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from typing import Any
 from rune import constrained, fallback
 from rune.calls import native_request, tool_request
 from rune.messages import ChatResult, Message, ToolRequest, ToolSource, thaw
+from rune.runtime import blocks
 from rune.runtime.chat import ChatRequest
 from rune.runtime.protocol import (
     ToolProtocol,
@@ -20,12 +21,13 @@ from rune.runtime.protocol import (
     thinking_of,
     unanswered_calls,
 )
-from rune.state import CONSTRAINED, NATIVE, TEXT_FALLBACK
+from rune.state import BLOCKS, CONSTRAINED, NATIVE, TEXT_FALLBACK
 from rune.tools.spec import ToolSpec
 from rune.transport.base import DeltaSink
 
 __all__ = [
     "PROTOCOLS",
+    "BlocksProtocol",
     "ConstrainedProtocol",
     "NativeProtocol",
     "TextProtocol",
@@ -36,8 +38,8 @@ __all__ = [
 
 #: what ``protocol=`` takes: "auto" is Rune's rule (native when discovery says the model has
 #: tools, else the text fallback; see docs/protocols.md); the others force one protocol
-PROTOCOLS = ("auto", "native", "text", "constrained")
-_FORCED = {"text": TEXT_FALLBACK, "constrained": CONSTRAINED}
+PROTOCOLS = ("auto", "native", "text", "constrained", "blocks")
+_FORCED = {"text": TEXT_FALLBACK, "constrained": CONSTRAINED, "blocks": BLOCKS}
 #: the protocol for a model discovery says has tools, and for one it says has none
 _DISCOVERED = {"native": (NATIVE, NATIVE), "auto": (NATIVE, TEXT_FALLBACK)}
 
@@ -209,14 +211,64 @@ class ConstrainedProtocol(_Tools):
         return unanswered_calls(history, self.native_source, self.calls_in)
 
 
+class BlocksProtocol(_Tools):
+    """Code changes as fenced blocks under a file's path, other calls as in the text protocol
+    (:mod:`rune.runtime.blocks`)."""
+
+    name = BLOCKS
+    #: no grammar keeps an answer out, but one that comes too early is sent back
+    #: (``Assist.before_answer``), so the assists that withhold it apply
+    withholds_answer = True
+
+    def prompt(self) -> str | None:
+        return blocks.blocks_prompt(self.specs)
+
+    def request(
+        self,
+        messages: Sequence[Message],
+        *,
+        think: bool | None,
+        options: Mapping[str, Any] | None,
+        sink: DeltaSink,
+        answer: bool,
+    ) -> ChatRequest:
+        return ChatRequest(messages, None, think, options, sink)
+
+    def read_turn(self, result: ChatResult) -> Turn:
+        stored = assistant_message(result)
+        turn = blocks.parse_blocks(str(stored["content"]), self.specs)
+        thinking = thinking_of(result)
+        if turn.calls:
+            return Turn(stored, calls=[_block_request(c) for c in turn.calls], thinking=thinking)
+        if turn.error is None:
+            return Turn(stored, answer=turn.answer or "", thinking=thinking)
+        error = turn.error
+        if result.done_reason == "length":
+            error += "; the reply hit the output token limit"
+        feedback = f"Your reply could not be used: {error}. {blocks.format_hint()}"
+        unusable = Unusable(feedback, "reply", "<unusable reply>" + error)
+        return Turn(stored, unusable=unusable, thinking=thinking)
+
+    def turn_message(self, call: ToolRequest) -> Message | None:
+        reply = blocks.reply(blocks.BlockCall(call.name, dict(call.arguments)))
+        return {"role": "assistant", "content": reply}
+
+    def calls_in(self, content: str) -> list[ToolRequest]:
+        return [_block_request(c) for c in blocks.parse_blocks(content, self.specs).calls]
+
+    def unanswered_calls(self, history: Sequence[Message]) -> list[ToolRequest]:
+        return unanswered_calls(history, self.native_source, self.calls_in)
+
+
 def standard_protocol(
     name: str, specs: Sequence[ToolSpec], native_source: ToolSource
 ) -> ToolProtocol:
     """The protocol a loop state names (``LoopState.protocol``)."""
-    kinds: dict[str, type[NativeProtocol | TextProtocol | ConstrainedProtocol]] = {
+    kinds: dict[str, type[NativeProtocol | TextProtocol | ConstrainedProtocol | BlocksProtocol]] = {
         NATIVE: NativeProtocol,
         TEXT_FALLBACK: TextProtocol,
         CONSTRAINED: ConstrainedProtocol,
+        BLOCKS: BlocksProtocol,
     }
     return kinds[name](specs, native_source)
 
@@ -227,3 +279,7 @@ def _constrained_request(call: constrained.ConstrainedCall) -> ToolRequest:
 
 def _text_requests(parsed: fallback.ParseOutcome) -> list[ToolRequest]:
     return [tool_request(c.name, c.arguments, None, "text-fallback") for c in parsed.calls]
+
+
+def _block_request(call: blocks.BlockCall) -> ToolRequest:
+    return tool_request(call.name, call.arguments, None, "blocks")

@@ -233,12 +233,20 @@ def plan_replace_function(ctx: ToolContext, args: Args) -> FilePlan:
         raise ToolInputError(
             f"replace_function edits Python files; for {shown} use edit_file or write_file."
         )
+    name, code = str(args["name"]).strip(), str(args["code"])
+    check_text("replace_function", "code", code)
+    if not name:  # every definition the code holds (the code-block protocol's edits)
+        if before is not None:
+            check_not_binary(path, before, "replace_function")
+        source = None if before is None else decode_text(path, before)
+        after = python_code.write_definitions(path, source, code)
+        python_code.check_change(path, before, after.encode("utf-8"), whole_file=True)
+        return FilePlan(path, before, after.encode("utf-8"))
     if before is None:
         raise _missing(ctx, str(args["path"]), path)
-    check_text("replace_function", "code", str(args["code"]))
     check_not_binary(path, before, "replace_function")
     source = decode_text(path, before)
-    after = python_code.replace_definition(path, source, str(args["name"]), str(args["code"]))
+    after = python_code.replace_definition(path, source, name, code)
     python_code.check_change(path, before, after.encode("utf-8"), whole_file=False)
     return FilePlan(path, before, after.encode("utf-8"))
 
@@ -399,7 +407,10 @@ REPLACE_FUNCTION = file_change_tool(
         object_schema(
             {
                 "path": PATH_ARG,
-                "name": string_arg("The function or class to replace: add, Calc or Calc.add."),
+                "name": string_arg(
+                    "The function or class to replace: add, Calc or Calc.add; empty: every "
+                    "definition in code replaces the one of its name."
+                ),
                 "code": string_arg("The complete new definition, from `def` to its last line."),
             },
             ["path", "name", "code"],

@@ -145,6 +145,78 @@ def replace_definition(path: Path, source: str, name: str, code: str) -> str:
     return "".join(lines[: span.start - 1]) + indented + "".join(lines[span.end :])
 
 
+def write_definitions(path: Path, source: str | None, code: str) -> str:
+    """``source`` with every definition ``code`` holds written in: each replaces the
+    definition of its name (a method, when only a class has one by that name) or is added at
+    the end, and the imports ``code`` adds go after the file's own. ``code`` that also holds
+    other module-level statements is the complete file only when it keeps every top-level
+    definition ``source`` has; otherwise it is refused with what to send instead. With no
+    ``source`` (a new file) ``code`` is the file."""
+    block = textwrap.dedent(code.replace("\r\n", "\n")).strip("\n") + "\n"
+    problem = syntax_problem(block)
+    if problem is not None:
+        raise ToolError(
+            f"code is not valid Python on its own ({problem}); send whole definitions, each "
+            "from its `def` (or `class`) line to its last line."
+        )
+    if source is None:
+        return block
+    shown = for_display(path.name, keep="")
+    problem = syntax_problem(source, path.name)
+    if problem is not None:
+        raise ToolError(
+            f"{shown} does not parse now ({problem}), so its functions cannot be found; send "
+            "the complete file instead."
+        )
+    tree = ast.parse(block)
+    body = [n for n in tree.body if not _is_docstring(n)]
+    definitions = [n for n in body if isinstance(n, _DEFINITIONS)]
+    others = [n for n in body if not isinstance(n, (*_DEFINITIONS, ast.Import, ast.ImportFrom))]
+    if others:
+        if top_level_names(source) <= top_level_names(block):
+            return block  # the complete file, sent whole
+        raise ToolError(
+            f"code holds statements other than whole definitions and imports (line "
+            f"{others[0].lineno}) but leaves out some of {shown}; send whole functions or "
+            "classes only, or the complete file."
+        )
+    if not definitions:
+        raise ToolInputError("code defines no function or class; send whole definitions.")
+    lines = block.splitlines(keepends=True)
+    result = source
+    for node in definitions:
+        span = _span(node)
+        result = replace_definition(
+            path, result, node.name, "".join(lines[span.start - 1 : span.end])
+        )
+    return _with_imports(result, [n for n in body if isinstance(n, ast.Import | ast.ImportFrom)])
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+
+
+def _with_imports(source: str, imports: list[ast.Import | ast.ImportFrom]) -> str:
+    """``source`` with those of ``imports`` it lacks added after its last top-level import
+    (or its docstring, or at the top)."""
+    tree = ast.parse(source)
+    present = {ast.unparse(n) for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)}
+    missing = [
+        text for text in dict.fromkeys(ast.unparse(n) for n in imports) if text not in present
+    ]
+    if not missing:
+        return source
+    after = 0
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom) or (after == 0 and _is_docstring(node)):
+            after = node.end_lineno or node.lineno
+        elif after:
+            break
+    lines = source.splitlines(keepends=True)
+    added = "".join(f"{text}\n" for text in missing)
+    return "".join(lines[:after]) + added + "".join(lines[after:])
+
+
 def _normalised(code: str, short_name: str) -> str:
     """``code`` dedented, ending in one newline, and checked to define ``short_name``."""
     block = textwrap.dedent(code.replace("\r\n", "\n")).strip("\n") + "\n"
