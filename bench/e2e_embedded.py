@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from rune import events as ev
-from rune.embedded import EmbeddedLlamaServer, demo_model_path
-from rune.local_tool_runtime import LocalToolRuntime
 from rune.messages import ChatResult, OperatorResponse
-from rune.tool_executor import ToolExecutor
+from rune.models.embedded import EmbeddedLlamaServer, demo_model_path
+from rune.runtime.local_tool_runtime import LocalToolRuntime
+from rune.tools.executor import ToolExecutor
 from rune.tools.sandbox import SandboxPolicy
 from rune.transport.base import TransportWrapper
 from rune.transport.openai_compat import OpenAICompatTransport

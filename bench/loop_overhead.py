@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rune.local_tool_runtime import LocalToolRuntime
+from rune.runtime.local_tool_runtime import LocalToolRuntime
 from rune.tools.spec import PreparedChange, ToolSpec
 from rune.transport.scripted import ScriptedTransport
 

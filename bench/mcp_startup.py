@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rune.config import McpServerConfig
+from rune.settings.config import McpServerConfig
 from rune.tools.mcp.client import McpManager
 from rune.tools.sandbox import SandboxPolicy
 

@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rune.tool_executor import SandboxPolicy, ToolExecutor
-from rune.view import diff_text
+from rune.frontend.view import diff_text
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 
 RUNS = 3
 

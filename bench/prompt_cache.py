@@ -23,10 +23,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rune.embedded import DEMO_INSTALL_HINT, EmbeddedLlamaServer, demo_model_path
 from rune.messages import ChatResult
+from rune.models.embedded import DEMO_INSTALL_HINT, EmbeddedLlamaServer, demo_model_path
 from rune.operator import ContextBlock, ContextBudget, RuneOperator
-from rune.tool_executor import ToolExecutor
+from rune.tools.executor import ToolExecutor
 from rune.tools.sandbox import SandboxPolicy
 from rune.transport.base import Transport
 from rune.transport.openai_compat import OpenAICompatTransport

@@ -24,8 +24,8 @@ import tempfile
 
 import httpx
 
-from rune.fallback import CALL_OPEN, fallback_prompt, parse_tool_calls
-from rune.tool_executor import ToolExecutor
+from rune.formats.fallback import CALL_OPEN, fallback_prompt, parse_tool_calls
+from rune.tools.executor import ToolExecutor
 
 TASKS = (
     "Read the file main.py and tell me what it does.",

@@ -65,7 +65,7 @@ def journal_for(calls: int, root: Path) -> tuple[Path, float]:
     """A session with ``calls`` approved writes; its journal and the seconds it took."""
     from rune.operator import RuneOperator
     from rune.sessions import SessionStore
-    from rune.tool_executor import ToolExecutor
+    from rune.tools.executor import ToolExecutor
     from rune.tools.sandbox import SandboxPolicy
     from rune.transport.scripted import ScriptedTransport
 

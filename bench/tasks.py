@@ -8,7 +8,7 @@ file), or ``all``. A task's check runs in a fresh interpreter after the run; tes
 workspace held must be unchanged for a task to count as fixed.
 
 Every task runs as ``rune run --yes --yes TASK`` does, through the code ``rune check-model``
-runs its few tasks with (:func:`rune.model_check.run_task`): the same composition root
+runs its few tasks with (:func:`rune.app.model_check.run_task`): the same composition root
 (``rune.app.build_operator``: sandboxed tools, the model's generation defaults, the protocol
 ``auto`` picks for the embedded backend), file edits and contained commands approved. One
 model server serves the whole run, as a running llama-server or Ollama would; the time to
@@ -37,14 +37,14 @@ from typing import Any
 
 from rune import events as ev
 from rune.app import BackendChoice, EmbeddedBackend, OpenAIBackend, auto_approves
+from rune.app.model_check import Runnable
+from rune.app.model_check import run_task as shared_run_task
 from rune.assists import ASSIST_NAMES
-from rune.catalog import find, pulled_path
-from rune.embedded import EmbeddedLlamaServer
-from rune.model_check import Runnable
-from rune.model_check import run_task as shared_run_task
-from rune.prompt_cache import SlotCache
+from rune.models.catalog import find, pulled_path
+from rune.models.embedded import EmbeddedLlamaServer
 from rune.tools.builtin import BUILTIN_TOOLS
 from rune.transport.openai_compat import OpenAICompatTransport
+from rune.transport.prompt_cache import SlotCache
 from task_suites import (
     SUITE_NAMES,
     TASKS,
@@ -66,8 +66,8 @@ class FreshStart(OpenAICompatTransport):
     for that task would (as `rune run` starts one): with no prompt cache from the task before,
     whose reuse changes the numerics enough to flip greedy decoding now and then. On the
     embedded server (unless ``--no-prompt-cache``) each task starts instead as ``rune run``
-    starts it, from the saved prompt cache (:class:`rune.prompt_cache.SlotCache`), and this
-    class only passes calls on."""
+    starts it, from the saved prompt cache
+    (:class:`rune.transport.prompt_cache.SlotCache`), and this class only passes calls on."""
 
     fresh = True
 
@@ -102,7 +102,7 @@ class Outcome:
 
 def run_task(task: Task, args: argparse.Namespace, transport: FreshStart, model: str,
              choice: BackendChoice, slots: tuple[Path, str] | None) -> Outcome:  # fmt: skip
-    """``task`` run as ``rune run --yes --yes`` runs it (:func:`rune.model_check.run_task`),
+    """``task`` run as ``rune run --yes --yes`` runs it (:func:`rune.app.model_check.run_task`),
     with what the suites report besides: model calls, prompt tokens, test files changed."""
     calls: list[int] = []
     tests_before: dict[str, str] = {}

@@ -17,7 +17,7 @@ from typing import Any
 from rune.messages import ChatResult
 from rune.operator import RuneOperator
 from rune.sessions import SessionStore
-from rune.tool_executor import ToolExecutor
+from rune.tools.executor import ToolExecutor
 from rune.tools.sandbox import SandboxPolicy
 from rune.transport.scripted import ScriptedTransport
 

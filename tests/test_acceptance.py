@@ -28,9 +28,9 @@ import pytest
 
 from fakes.ollama_server import FakeModel, FakeOllama, Reply, text_reply, tool_call, tool_reply
 from rune.errors import TransportError
-from rune.local_tool_runtime import LocalToolRuntime
 from rune.messages import OperatorResponse
-from rune.tool_executor import ToolExecutor
+from rune.runtime.local_tool_runtime import LocalToolRuntime
+from rune.tools.executor import ToolExecutor
 from rune.tools.sandbox import SandboxPolicy
 from rune.transport.ollama import OllamaChatTransport
 

@@ -26,11 +26,11 @@ from rune.app import (
     sandbox_policy,
     settings_from_header,
 )
-from rune.catalog import QWEN_CODER_0_5B, QWEN_CODER_1_5B, STAMP_SUFFIX, CatalogModel
-from rune.config import LoadedConfig, Settings, load
 from rune.errors import BackendUnavailable, SandboxDenied, SessionLocked
+from rune.models.catalog import QWEN_CODER_0_5B, QWEN_CODER_1_5B, STAMP_SUFFIX, CatalogModel
 from rune.sessions import SessionStore
-from rune.tool_executor import validate_write_path
+from rune.settings.config import LoadedConfig, Settings, load
+from rune.tools.executor import validate_write_path
 
 
 def closed_port() -> int:

@@ -1,11 +1,19 @@
 """Dependencies point one way: types ← transports/tools ← runtime ← operator ← app ← cli/tui,
 and no two modules import each other, directly or round a longer loop.
 
-Checked by parsing every import in src/rune (function-level imports included), so a lazy
-import cannot sneak a dependency backwards. ``from rune import cli`` is an import of the module
-``rune.cli``, not of the package root: each name imported from a package is resolved to the
-submodule of that name when there is one. The checks are functions of a source tree, so a test
-can run them on a copy with a bad import planted in it.
+The house is drawn by its folders: a module's package decides its layer (the top-level modules
+of src/rune/ are the types floor, every other floor is a folder in ``LAYERS``), and an import
+from a higher layer's package fails. Checked by parsing every import in src/rune
+(function-level imports included), so a lazy import cannot sneak a dependency backwards.
+``from rune import cli`` is an import of the module ``rune.cli``, not of the package root: each
+name imported from a package is resolved to the submodule of that name when there is one, and a
+name the root re-exports lazily (``from rune import LocalToolRuntime``) to the module it comes
+from; ``import rune`` itself takes every re-export, so it counts as the top floor. The checks
+are functions of a source tree, so a test can run them on a copy with a bad import planted in
+it, or on a small tree of its own.
+
+``python tests/test_architecture.py [SRC]`` prints the house: its floors, the longest chain of
+imports, and any import running back up.
 """
 
 from __future__ import annotations
@@ -21,57 +29,48 @@ import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "rune"
 
-# The lowest layer a module may sit in, by module-name prefix (longest prefix wins).
+# The floor of each package (docs/architecture.md shows this table; tests/test_docs.py checks it).
 LAYERS: dict[str, int] = {
-    "rune": 0,
-    "rune.errors": 0,
-    "rune.messages": 0,
-    "rune.events": 0,
-    "rune.paths": 0,
-    "rune.distribution": 0,
-    "rune.text": 0,
-    "rune.limits": 0,
-    "rune.keys": 0,
-    "rune.calls": 0,
-    "rune.stop": 0,
-    "rune.outcome": 0,
-    "rune.grants": 0,
+    "rune": 0,  # the modules at the top of src/rune/: types, errors, events, small helpers
     "rune.transport": 1,
     "rune.tools": 1,
-    "rune.tool_executor": 1,
-    "rune.fallback": 1,
-    "rune.constrained": 1,
-    "rune.catalog": 1,
-    "rune.pull": 1,
-    "rune.embedded": 1,
-    "rune.prompt_cache": 1,
-    "rune.config": 1,
-    "rune.seal": 1,
-    "rune.state": 1,
-    "rune.local_tool_runtime": 2,
+    "rune.formats": 1,
+    "rune.models": 1,
+    "rune.settings": 1,
     "rune.runtime": 2,
     "rune.assists": 2,
-    "rune.repair": 2,
     "rune.operator": 3,
     "rune.sessions": 3,
     "rune.app": 4,
-    "rune.demo": 4,
-    "rune.canary": 4,
-    "rune.model_check": 4,
-    "rune.view": 5,
-    "rune.approvals": 5,
+    "rune.frontend": 5,
     "rune.cli": 6,
     "rune.tui": 6,
     "rune.acp": 6,
 }
+# ``import rune`` (the root with every lazy re-export) sits above every floor.
+ROOT_WHOLE = "rune"
+TOP = max(LAYERS.values()) + 1
+# Paths the first design notes and CI name, kept at the top as re-exports of their new homes
+# (and ``python -m rune.canary``); no module of Rune imports them.
+KEPT_PATHS = {"rune.local_tool_runtime", "rune.tool_executor", "rune.canary"}
 # The edges may not reach past the composition root into concrete parts.
-EDGE_FORBIDDEN = ("rune.transport", "rune.tools", "rune.tool_executor", "rune.embedded")
+EDGE_FORBIDDEN = ("rune.transport", "rune.tools", "rune.models.embedded")
 HEAVY = ("httpx", "pydantic", "textual", "rich", "platformdirs", "mcp", "acp")
 
 
-def layer(module: str) -> int:
-    best = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len)
-    return LAYERS[best]
+def package_of(module: str, root: Path = SRC) -> str:
+    """The package that decides ``module``'s floor: ``rune.X`` when src/rune/X/ is a folder,
+    else ``rune`` (a module at the top)."""
+    parts = module.split(".")
+    if len(parts) > 1 and (root / parts[1]).is_dir():
+        return ".".join(parts[:2])
+    return "rune"
+
+
+def layer(module: str, root: Path = SRC) -> int:
+    if module == ROOT_WHOLE:
+        return TOP
+    return LAYERS[package_of(module, root)]
 
 
 def module_name(path: Path, root: Path = SRC) -> str:
@@ -84,9 +83,24 @@ def modules(root: Path = SRC) -> dict[str, Path]:
     return {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
 
 
+def lazy_exports(root: Path = SRC) -> dict[str, str]:
+    """The names the package root re-exports lazily, each with the module it comes from."""
+    tree = ast.parse((root / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign | ast.Assign) and isinstance(node.value, ast.Dict):
+            return {
+                ast.literal_eval(k): ast.literal_eval(v)
+                for k, v in zip(node.value.keys, node.value.values, strict=True)
+                if k is not None
+            }
+    return {}
+
+
 def rune_imports(path: Path, root: Path = SRC) -> set[str]:
-    """The rune modules ``path`` imports, each resolved to the module itself."""
+    """The rune modules ``path`` imports, each resolved to the module itself (``rune`` alone
+    stands for ``import rune``, the root with every re-export)."""
     known = modules(root)
+    exports = lazy_exports(root)
     here = module_name(path, root)
     package = here if path.name == "__init__.py" else here.rpartition(".")[0]
     tree = ast.parse(path.read_text(), filename=str(path))
@@ -103,28 +117,35 @@ def rune_imports(path: Path, root: Path = SRC) -> set[str]:
                 target = node.module or ""
             if target.split(".")[0] != "rune":
                 continue
-            # `from rune import cli` imports the module rune.cli; `from rune.x import name`
-            # imports rune.x, whatever name is.
-            submodules = {f"{target}.{a.name}" for a in node.names} & known.keys()
-            found.update(submodules or {target})
-            if len(submodules) < len(node.names):
-                found.add(target)
+            for alias in node.names:
+                # `from rune import cli` imports the module rune.cli; `from rune.x import name`
+                # imports rune.x, whatever name is; `from rune import LocalToolRuntime` imports
+                # the module the root re-exports it from; `from rune import __version__` takes
+                # a constant the root itself defines.
+                submodule = f"{target}.{alias.name}"
+                if submodule in known:
+                    found.add(submodule)
+                elif target == "rune":
+                    found.update({exports[alias.name]} if alias.name in exports else set())
+                else:
+                    found.add(target)
     return found
 
 
 def import_graph(root: Path = SRC) -> dict[str, set[str]]:
-    """Who imports whom. The package root is left out: it re-exports lazily, by name."""
-    graph = {name: rune_imports(path, root) - {"rune"} for name, path in modules(root).items()}
-    graph.pop("rune", None)
+    """Who imports whom. The package root and the kept paths are left out: they re-export."""
+    graph = {name: rune_imports(path, root) for name, path in modules(root).items()}
+    for name in ("rune", *KEPT_PATHS):
+        graph.pop(name, None)
     return graph
 
 
 def layer_violations(root: Path = SRC) -> list[str]:
     found = []
     for here, targets in sorted(import_graph(root).items()):
-        backwards = sorted(t for t in targets if layer(t) > layer(here))
+        backwards = sorted(t for t in targets if layer(t, root) > layer(here, root))
         if backwards:
-            found.append(f"{here} (layer {layer(here)}) imports higher layers: {backwards}")
+            found.append(f"{here} (layer {layer(here, root)}) imports higher layers: {backwards}")
     return found
 
 
@@ -167,15 +188,52 @@ def import_cycles(root: Path = SRC) -> list[list[str]]:
     return cycles
 
 
+def longest_chain(root: Path = SRC) -> list[str]:
+    """The longest path of imports (the house's height in storeys of modules)."""
+    graph = import_graph(root)
+    memo: dict[str, list[str]] = {}
+
+    def chain(node: str) -> list[str]:
+        if node not in memo:
+            memo[node] = []  # a cycle, if any, ends the chain here (import_cycles reports it)
+            below = [chain(t) for t in sorted(graph.get(node, ())) if t in graph]
+            memo[node] = [node, *max(below, key=len, default=[])]
+        return memo[node]
+
+    return max((chain(n) for n in sorted(graph)), key=len, default=[])
+
+
+def house(root: Path = SRC) -> str:
+    """The floors with their packages and module counts, the longest chain, the upward arrows."""
+    floors: dict[int, dict[str, int]] = {}
+    for name in modules(root):
+        if name in ("rune", *KEPT_PATHS):
+            continue
+        package = package_of(name, root)
+        floor = LAYERS.get(package, -1)
+        floors.setdefault(floor, {}).setdefault(package, 0)
+        floors[floor][package] += 1
+    lines = []
+    for floor in sorted(floors, reverse=True):
+        packages = ", ".join(f"{p} ({n})" for p, n in sorted(floors[floor].items()))
+        lines.append(f"floor {floor if floor >= 0 else '?'}: {packages}")
+    chain = longest_chain(root)
+    lines.append(f"longest chain of imports: {len(chain)} modules: {' -> '.join(chain)}")
+    upward = layer_violations(root)
+    lines.append(f"imports running back up: {len(upward)}")
+    lines += [f"  {v}" for v in upward]
+    return "\n".join(lines)
+
+
 MODULES = sorted(SRC.rglob("*.py"))
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: module_name(p))
 def test_imports_point_one_way(path: Path) -> None:
     here = module_name(path)
-    if here == "rune":
-        return  # the package root re-exports lazily by name
-    backwards = sorted(t for t in rune_imports(path) if t != "rune" and layer(t) > layer(here))
+    if here == "rune" or here in KEPT_PATHS:
+        return  # the package root and the kept paths re-export
+    backwards = sorted(t for t in rune_imports(path) if layer(t) > layer(here))
     assert not backwards, f"{here} (layer {layer(here)}) imports higher layers: {backwards}"
 
 
@@ -201,13 +259,31 @@ def test_the_tui_does_not_import_the_cli() -> None:
     assert not reaching
 
 
-def test_the_layer_table_knows_every_module() -> None:
-    unknown = [
-        module_name(p)
-        for p in MODULES
-        if layer(module_name(p)) == 0 and module_name(p) not in LAYERS
-    ]
-    assert not unknown, f"add these modules to LAYERS: {unknown}"
+def test_every_folder_has_a_floor() -> None:
+    folders = {f"rune.{p.parent.name}" for p in SRC.glob("*/__init__.py")}
+    assert folders == LAYERS.keys() - {"rune"}
+
+
+def test_the_kept_paths_only_re_export_and_nothing_imports_them() -> None:
+    for name in KEPT_PATHS:
+        tree = ast.parse(modules()[name].read_text())
+        for node in tree.body:
+            docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+            main_guard = isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
+            assert docstring or main_guard or isinstance(node, ast.ImportFrom), (name, node)
+    importers = {n: sorted(t & KEPT_PATHS) for n, t in import_graph().items() if t & KEPT_PATHS}
+    assert importers == {}
+
+
+def test_the_kept_paths_still_import() -> None:
+    import rune.canary
+    import rune.local_tool_runtime
+    import rune.tool_executor
+
+    assert rune.local_tool_runtime.LocalToolRuntime.__module__ == "rune.runtime.local_tool_runtime"
+    assert rune.tool_executor.ToolExecutor.__module__ == "rune.tools.executor"
+    assert callable(rune.tool_executor.validate_write_path)
+    assert callable(rune.canary.main)
 
 
 def test_importing_rune_and_its_cli_loads_nothing_heavy() -> None:
@@ -253,10 +329,66 @@ def test_a_planted_import_of_the_cli_in_messages_fails(copy_of_src: Path, line: 
 
 
 def test_a_planted_cycle_within_a_layer_fails(copy_of_src: Path) -> None:
-    # rune.state imports rune.seal; both sit in layer 1, so only the cycle check can see it.
-    plant(copy_of_src, "rune.seal", "from rune import state")
+    # rune.runtime.state imports rune.runtime.seal; both sit in one package, so only the cycle
+    # check can see it.
+    plant(copy_of_src, "rune.runtime.seal", "from rune.runtime import state")
     assert layer_violations(copy_of_src) == []
-    assert import_cycles(copy_of_src) == [["rune.seal", "rune.state"]]
+    assert import_cycles(copy_of_src) == [["rune.runtime.seal", "rune.runtime.state"]]
+
+
+def test_main_s_two_upward_imports_fail(copy_of_src: Path) -> None:
+    # Before the move, tool_executor.py sat at the top (the types floor) and imported tools/,
+    # and tools/write_sites.py imported the package root to find its folder.
+    shutil.copy(copy_of_src / "tools" / "executor.py", copy_of_src / "executor_at_top.py")
+    plant(copy_of_src, "rune.tools.write_sites", "import rune")
+    violations = layer_violations(copy_of_src)
+    assert len(violations) == 2, violations
+    assert violations[0].startswith("rune.executor_at_top (layer 0) imports higher layers:")
+    assert "'rune.tools.builtin'" in violations[0]
+    assert violations[1] == "rune.tools.write_sites (layer 1) imports higher layers: ['rune']"
+
+
+def test_a_lazy_re_export_of_the_root_counts_as_its_module(copy_of_src: Path) -> None:
+    plant(copy_of_src, "rune.tools.base", "from rune import LocalToolRuntime, __version__")
+    assert layer_violations(copy_of_src) == [
+        "rune.tools.base (layer 1) imports higher layers: ['rune.runtime.local_tool_runtime']"
+    ]
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / "rune" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root / "rune"
+
+
+@pytest.mark.parametrize("upward", [True, False])
+def test_the_folder_rule_on_a_small_tree(tmp_path: Path, upward: bool) -> None:
+    # A tree of its own: the top (types), tools/ (floor 1) and runtime/ (floor 2). Only the
+    # import from tools/ up into runtime/ breaks the rule; runtime/ importing tools/ is fine.
+    tool = "from rune.runtime.loop import run\n" if upward else "from rune.errors import Bad\n"
+    root = _tree(
+        tmp_path,
+        {
+            "__init__.py": "_EXPORTS: dict[str, str] = {}\n",
+            "errors.py": "class Bad(Exception): ...\n",
+            "tools/__init__.py": "",
+            "tools/edit.py": tool,
+            "runtime/__init__.py": "",
+            "runtime/loop.py": "from rune.tools import edit\ndef run() -> None: ...\n",
+        },
+    )
+    expected = ["rune.tools.edit (layer 1) imports higher layers: ['rune.runtime.loop']"]
+    assert layer_violations(root) == (expected if upward else [])
+    assert [package_of(m, root) for m in sorted(modules(root))] == [
+        "rune",
+        "rune",
+        "rune.runtime",
+        "rune.runtime",
+        "rune.tools",
+        "rune.tools",
+    ]
 
 
 def test_a_transport_wrapper_is_exactly_a_transport() -> None:
@@ -270,3 +402,7 @@ def test_a_transport_wrapper_is_exactly_a_transport() -> None:
     assert isinstance(wrapped, Transport)
     assert not hasattr(wrapped, "requests") and hasattr(wrapped.inner, "requests")
     assert "__getattr__" not in vars(TransportWrapper)
+
+
+if __name__ == "__main__":
+    print(house(Path(sys.argv[1]) if len(sys.argv) > 1 else SRC))

@@ -6,12 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rune import canary
+from rune.app import canary
 
 
 def test_canary_passes_as_a_process() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "rune.canary"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "rune.app.canary"], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "FAIL" not in result.stdout

@@ -21,9 +21,7 @@ from tests.fakes.ollama_server import (
     tool_reply,
 )
 
-from rune.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from rune.messages import PendingApproval
-from rune.model_check import (
+from rune.app.model_check import (
     AutoChoice,
     Task,
     TaskOutcome,
@@ -32,6 +30,8 @@ from rune.model_check import (
     tasks_json,
     verdict,
 )
+from rune.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from rune.messages import PendingApproval
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "bench" / "tasks"
@@ -160,7 +160,7 @@ def test_the_shipped_tasks_are_the_bench_tasks() -> None:
     """``model_check_tasks.json`` is bench/tasks/ copied: regenerate it with
     ``tasks_json([Task.from_dir(bench/tasks/NAME) ...])`` when a task changes."""
     from_bench = [Task.from_dir(BENCH / task.name) for task in TASKS]
-    shipped = (REPO / "src" / "rune" / "model_check_tasks.json").read_text(encoding="utf-8")
+    shipped = (REPO / "src" / "rune" / "app" / "model_check_tasks.json").read_text(encoding="utf-8")
     assert shipped == tasks_json(from_bench)
 
 

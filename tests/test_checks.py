@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from rune.constrained import constrained_prompt, turn_schema
 from rune.errors import ToolError, ToolInputError
-from rune.local_tool_runtime import LocalToolRuntime
-from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.formats.constrained import constrained_prompt, turn_schema
+from rune.runtime.local_tool_runtime import LocalToolRuntime
 from rune.tools.checks import MAX_CODE_CHARS
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.transport.scripted import ScriptedTransport
 
 needs_bwrap = pytest.mark.bwrap

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from rune import canary
-from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.app import canary
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.tools.write_sites import scan_source, unreviewed_write_sites
 
 PLANTED = textwrap.dedent(

@@ -15,7 +15,7 @@ from tests.fakes.cli import scripted_demo_steps
 from tests.fakes.ollama_server import FakeModel, FakeOllama, text_reply, tool_call, tool_reply
 
 from rune import __version__
-from rune.demo import BROKEN_CALC, FIXED_CALC
+from rune.app.demo import BROKEN_CALC, FIXED_CALC
 
 
 def closed_port() -> int:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from rune.errors import CommandFailed, ToolError
-from rune.tool_executor import SandboxPolicy, ToolExecutor
 from rune.tools.commands import HEAD_BYTES, TAIL_BYTES, find_bwrap
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.tools.spec import PreparedChange
 
 BWRAP = find_bwrap()

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rune.config import load
 from rune.errors import ConfigError
+from rune.settings.config import load
 
 
 @pytest.fixture
@@ -189,10 +189,10 @@ def test_allowed_credentials_come_from_the_users_env_as_a_path_list(
 
 
 def test_every_settings_flag_is_an_option_of_rune_run() -> None:
-    # Settings are declared once (rune.keys.SETTINGS): the flag each names is the one the
+    # Settings are declared once (rune.settings.keys.SETTINGS): the flag each names is the one the
     # command line has, and the one `rune config` names as the source.
     from rune.cli import command_parser
-    from rune.keys import SETTINGS
+    from rune.settings.keys import SETTINGS
 
     options = {o for action in command_parser("run")._actions for o in action.option_strings}
     flags = {s.flag for s in SETTINGS if s.flag is not None}

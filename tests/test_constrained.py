@@ -19,14 +19,14 @@ from tests.fakes.openai_server import FakeOpenAIServer, text_reply
 from fakes.ollama_server import FakeModel, FakeOllama
 from fakes.ollama_server import text_reply as ollama_text
 from rune import events as ev
-from rune.constrained import (
+from rune.formats.constrained import (
     TurnStream,
     constrained_prompt,
     parse_turn,
     turn_schema,
 )
-from rune.local_tool_runtime import LocalToolRuntime
-from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.runtime.local_tool_runtime import LocalToolRuntime
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.transport.ollama import OllamaChatTransport
 from rune.transport.openai_compat import OpenAICompatTransport
 from rune.transport.scripted import ScriptedTransport
@@ -209,8 +209,8 @@ def test_a_change_pauses_and_is_approved_from_a_new_process(project: Path) -> No
     script = f"""
 import json, sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
-from rune.local_tool_runtime import LocalToolRuntime
-from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.runtime.local_tool_runtime import LocalToolRuntime
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.transport.scripted import ScriptedTransport
 ws = {str(project)!r}
 turn = {{"content": json.dumps({{"answer": "fixed"}})}}

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from rune.errors import CommandFailed
-from rune.tool_executor import SandboxPolicy, ToolExecutor
 from rune.tools.containment import TMP_SIZE, contained_environment
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.tools.seccomp import filter_program
 
 needs_bwrap = pytest.mark.bwrap

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from rune.errors import ToolError
-from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 
 pytestmark = pytest.mark.bwrap
 SECRET = "SECRET-3f9a"
@@ -299,7 +299,7 @@ def test_the_repairs_trials_see_the_same_layout(home: Path, tmp_path: Path) -> N
 
 
 def test_a_project_file_cannot_add_contained_reads(tmp_path: Path) -> None:
-    from rune.config import load
+    from rune.settings.config import load
 
     ws = tmp_path / "ws"
     (ws / ".rune").mkdir(parents=True)
@@ -344,7 +344,7 @@ KEYRING_PROBE = """
 import ctypes, platform, sys
 from pathlib import Path
 from rune.errors import ToolError
-from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 
 arm = platform.machine().lower() in ("aarch64", "arm64")
 ADD_KEY, KEYCTL = (217, 219) if arm else (248, 250)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from rune.fallback import parse_tool_calls
+from rune.formats.fallback import parse_tool_calls
 
 CORPUS = Path(__file__).parent / "corpus" / "fallback_replies.jsonl"
 # The built-in tool names the recorded replies were prompted with, plus edit/list tools.

@@ -15,10 +15,10 @@ import pytest
 
 from live.server import LiveServer
 from rune import events as ev
-from rune.fallback import expected_format_hint, fallback_prompt
-from rune.local_tool_runtime import LocalToolRuntime
+from rune.formats.fallback import expected_format_hint, fallback_prompt
 from rune.messages import OperatorResponse
-from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.runtime.local_tool_runtime import LocalToolRuntime
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.transport.scripted import ScriptedTransport
 
 BUGGY = "def add(a, b):\n    return a - b\n"

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from rune.fallback import (
+from rune.formats.fallback import (
     CALL_CLOSE,
     CALL_OPEN,
     expected_format_hint,
@@ -17,7 +17,7 @@ from rune.fallback import (
     parse_tool_calls,
     strip_thinking,
 )
-from rune.tool_executor import ToolExecutor
+from rune.tools.executor import ToolExecutor
 from rune.tools.spec import ToolSpec
 
 KNOWN = frozenset({"read_file", "write_file", "list_dir"})

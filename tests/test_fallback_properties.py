@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rune.fallback import format_call, parse_tool_calls
+from rune.formats.fallback import format_call, parse_tool_calls
 
 KNOWN = ("read_file", "write_file", "edit_file")
 

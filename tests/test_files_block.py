@@ -10,7 +10,7 @@ import pytest
 
 from rune.operator import RuneOperator
 from rune.operator.blocks import FILES_BUCKET, SMALL_WORKSPACE_FILES, files_block
-from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.transport.scripted import ScriptedTransport
 
 CALC = "def add(a, b):\n    return a - b\n"

@@ -29,9 +29,9 @@ from tests.fakes.ollama_server import final as final_chunk
 
 from rune.errors import ProtocolError, ToolInputError
 from rune.limits import MAX_CALLS_PER_TURN, MAX_REPLY_CHARS
-from rune.local_tool_runtime import LocalToolRuntime
-from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.runtime.local_tool_runtime import LocalToolRuntime
 from rune.tools import search as search_tool
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.transport.ollama import OllamaChatTransport
 from rune.transport.scripted import ScriptedTransport
 
@@ -79,7 +79,7 @@ def test_a_catastrophic_regex_cannot_hang_search(ws: Path) -> None:
     (ws / "line.txt").write_text("a" * 40 + "\n")
     code = (
         "import sys; from pathlib import Path; "
-        "from rune.tool_executor import SandboxPolicy, ToolExecutor; "
+        "from rune.tools.executor import SandboxPolicy, ToolExecutor; "
         "ws = Path(sys.argv[1]); ex = ToolExecutor(SandboxPolicy.workspace_only(ws), ws); "
         "print(ex.run('search', {'pattern': r'(\\w+)+!'}))"
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rune.errors import CommandFailed
-from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.tools.interpreter import project_environment, project_python
 
 

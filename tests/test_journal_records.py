@@ -17,12 +17,12 @@ from fakes.cli import rune
 from rune import events as ev
 from rune.grants import Grant
 from rune.operator import RuneOperator
+from rune.runtime.state import unseal
 from rune.sessions import SessionStore, journal, records
 from rune.sessions.fold import ended_status, fold
 from rune.sessions.journal import Record
 from rune.sessions.sink import JournalSink
-from rune.state import unseal
-from rune.tool_executor import ToolExecutor
+from rune.tools.executor import ToolExecutor
 from rune.tools.sandbox import SandboxPolicy
 from rune.transport.scripted import ScriptedTransport
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from live.server import unavailable
-from rune.catalog import DEFAULT_MODEL, find, pulled_path
-from rune.demo import DEMO_TASK, create_demo_project
+from rune.app.demo import DEMO_TASK, create_demo_project
 from rune.errors import PullError
+from rune.models.catalog import DEFAULT_MODEL, find, pulled_path
 
 pytestmark = pytest.mark.live
 LIVE_DATA = Path(__file__).resolve().parent.parent / ".live-data"
@@ -36,7 +36,7 @@ def coder_data_dir() -> Iterator[Path]:
     os.environ["RUNE_DATA_DIR"] = str(LIVE_DATA)
     try:
         if pulled_path(model) is None:
-            from rune.pull import pull
+            from rune.models.pull import pull
 
             try:
                 pull(model)

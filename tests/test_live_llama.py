@@ -18,9 +18,9 @@ import pytest
 
 from live.server import EMBEDDED_CTX, LiveServer
 from rune import LocalToolRuntime, SandboxPolicy, ToolExecutor
-from rune.embedded import EmbeddedLlamaServer, demo_model_path, load_chat_template
 from rune.errors import BackendUnavailable, ConfigError, ContextOverflow, ServerError
 from rune.events import TextDelta
+from rune.models.embedded import EmbeddedLlamaServer, demo_model_path, load_chat_template
 from rune.transport.openai_compat import OpenAICompatTransport
 
 live = pytest.mark.live

@@ -22,7 +22,7 @@ from rune import (
 )
 from rune import events as ev
 from rune.errors import ConfigError, ServerUnreachable, ToolError
-from rune.local_tool_runtime import breaker_message
+from rune.runtime.local_tool_runtime import breaker_message
 from rune.tools.spec import PreparedChange, ToolSpec
 
 BROKEN = "def add(a, b):\n    return a - b\n"

@@ -23,11 +23,11 @@ import pytest
 
 pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install -e '.[mcp]'")
 
-from rune.config import McpServerConfig, load
 from rune.errors import ConfigError, McpError, ToolError, ToolInputError
-from rune.local_tool_runtime import LocalToolRuntime
-from rune.tool_executor import ToolExecutor
+from rune.runtime.local_tool_runtime import LocalToolRuntime
+from rune.settings.config import McpServerConfig, load
 from rune.tools.commands import containment_report
+from rune.tools.executor import ToolExecutor
 from rune.tools.mcp.client import McpManager, result_text
 from rune.tools.mcp.executor import CombinedExecutor, McpExecutor
 from rune.tools.mcp.listing import MAX_TOOLS, accept_tools
@@ -459,7 +459,7 @@ def test_a_paused_mcp_call_is_rejected_without_calling(shared: McpManager, works
 
 def test_yes_never_approves_an_mcp_call_and_yes_yes_does(shared: McpManager) -> None:
     from rune.app import auto_approves
-    from rune.state import approval_of
+    from rune.runtime.state import approval_of
 
     change = McpExecutor(shared).prepare("t__write_note", {"text": "x"})
     pending = approval_of(change)

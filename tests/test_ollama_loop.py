@@ -21,8 +21,8 @@ from fakes.ollama_server import (
     tool_reply,
 )
 from rune import events as ev
-from rune.local_tool_runtime import LocalToolRuntime
-from rune.tool_executor import ToolExecutor
+from rune.runtime.local_tool_runtime import LocalToolRuntime
+from rune.tools.executor import ToolExecutor
 from rune.tools.sandbox import SandboxPolicy
 from rune.transport.ollama import OllamaChatTransport
 

@@ -14,7 +14,7 @@ from rune.errors import ApprovalError, InvalidPendingState
 from rune.operator import RuneOperator
 from rune.operator.blocks import PROJECT_BUCKET, TOOLS_BUCKET, Workspace
 from rune.sessions import SessionStore
-from rune.tool_executor import ToolExecutor
+from rune.tools.executor import ToolExecutor
 from rune.tools.sandbox import SandboxPolicy
 from rune.tools.spec import PreparedChange, ToolSpec
 from rune.transport.scripted import ScriptedTransport
@@ -81,8 +81,8 @@ def test_project_instructions_come_from_agents_md_and_rune_md(workspace: Path) -
 def test_the_part_every_run_shares_comes_first_and_the_workspace_after_it(
     workspace: Path,
 ) -> None:
-    # The prompt cache keeps what two runs share (rune.prompt_cache): the lasting blocks and
-    # the protocol's prompt must come before anything about the workspace.
+    # The prompt cache keeps what two runs share (rune.transport.prompt_cache): the lasting
+    # blocks and the protocol's prompt must come before anything about the workspace.
     (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     firsts = []
     for _ in range(2):
@@ -233,7 +233,7 @@ import json, sys
 from pathlib import Path
 from rune.operator import RuneOperator
 from rune.sessions import SessionStore
-from rune.tool_executor import ToolExecutor
+from rune.tools.executor import ToolExecutor
 from rune.tools.sandbox import SandboxPolicy
 from rune.tools.spec import PreparedChange, ToolSpec
 from rune.transport.scripted import ScriptedTransport

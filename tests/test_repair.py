@@ -1,5 +1,6 @@
-"""Sampled repair (rune.repair): a change tried against a check before anyone approves it, and
-the model's fresh-start alternatives put in place of a change its own failed check rejects."""
+"""Sampled repair (rune.assists.repair): a change tried against a check before anyone
+approves it, and the model's fresh-start alternatives put in place of a change its own failed
+check rejects."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from typing import Any
 import pytest
 
 from rune import events as ev
+from rune.assists.repair import FIRST_SEED, MAX_REPAIRS, SAMPLES, TEMPERATURE
 from rune.errors import ServerError
-from rune.local_tool_runtime import LocalToolRuntime, ShapedRequest, repeat_message
 from rune.messages import ChatResult, Message
-from rune.repair import FIRST_SEED, MAX_REPAIRS, SAMPLES, TEMPERATURE
-from rune.state import PendingState
-from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.runtime.local_tool_runtime import LocalToolRuntime, ShapedRequest, repeat_message
+from rune.runtime.state import PendingState
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.transport.scripted import ScriptedTransport
 
 pytestmark = pytest.mark.bwrap

@@ -12,8 +12,8 @@ from tests.fakes.openai_server import FakeOpenAIServer, text_reply
 from fakes.ollama_server import FakeModel, FakeOllama
 from fakes.ollama_server import text_reply as ollama_text
 from rune.events import TextDelta
-from rune.local_tool_runtime import LocalToolRuntime
-from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.runtime.local_tool_runtime import LocalToolRuntime
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.transport.ollama import OllamaChatTransport
 from rune.transport.openai_compat import OpenAICompatTransport
 from rune.transport.repetition import MIN_SPAN, RepetitionGuard, repeating_tail, same_shape

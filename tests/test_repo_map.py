@@ -10,7 +10,7 @@ import pytest
 
 from rune.operator import RuneOperator
 from rune.operator.repo_map import MAP_CHARS, map_block
-from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.transport.scripted import ScriptedTransport
 
 TEST_ID = "pkg/tests/test_shapes.py::test_area"

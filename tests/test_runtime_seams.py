@@ -14,18 +14,18 @@ import pytest
 
 from fakes.ollama_server import FakeOllama, text_reply, tool_call, tool_reply
 from rune import events as ev
-from rune import seal
 from rune.calls import tool_request
 from rune.errors import InvalidPendingState
-from rune.local_tool_runtime import LocalToolRuntime
 from rune.messages import ChatResult, Message, ToolRequest, ToolStatus
 from rune.operator.budget import ContextBudget
+from rune.runtime import seal
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.chat import ChatRequest
+from rune.runtime.local_tool_runtime import LocalToolRuntime
 from rune.runtime.protocol import Turn, Unusable, unanswered_calls
 from rune.runtime.runner import Runner
-from rune.state import LoopState, PendingState, unseal
-from rune.tool_executor import ToolExecutor
+from rune.runtime.state import LoopState, PendingState, unseal
+from rune.tools.executor import ToolExecutor
 from rune.tools.sandbox import SandboxPolicy
 from rune.tools.spec import PreparedChange
 from rune.transport.base import DeltaSink

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from rune.errors import SandboxDenied, ToolError, ToolInputError
-from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 
 TALLY: Counter[str] = Counter()
 SECRET = b"do not touch\n"

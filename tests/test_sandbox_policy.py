@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from platformdirs import user_config_dir
 
-import rune.tool_executor as executor_module
+import rune.tools.executor as executor_module
 import rune.tools.sandbox as sandbox_module
 from rune.errors import SandboxDenied
-from rune.tool_executor import SandboxPolicy, validate_read_path, validate_write_path
+from rune.tools.executor import SandboxPolicy, validate_read_path, validate_write_path
 
 
 @pytest.fixture

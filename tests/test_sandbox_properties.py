@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rune.errors import SandboxDenied, ToolError
-from rune.tool_executor import SandboxPolicy, validate_read_path, validate_write_path
 from rune.tools import fs
+from rune.tools.executor import SandboxPolicy, validate_read_path, validate_write_path
 from rune.tools.sandbox import PROTECTED_FILE_NAMES
 
 COMPONENTS = st.sampled_from(

@@ -18,9 +18,9 @@ from rune.assists.tests import UNMOVED_NOTE
 from rune.cli import EXIT_OK
 from rune.errors import ToolError
 from rune.events import BudgetRenewed
-from rune.local_tool_runtime import LocalToolRuntime
-from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.runtime.local_tool_runtime import LocalToolRuntime
 from rune.tools.commands import bwrap_works, find_bwrap
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.tools.testing import auto_check, find_test_files, is_test_path, named_tests, plan_tests
 from rune.transport.scripted import ScriptedTransport
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rune.errors import SandboxDenied, ToolError, ToolInputError
-from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.tools.spec import Executor
 
 

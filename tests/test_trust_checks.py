@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from rune import app
+from rune.assists.repair import SAMPLES, TEMPERATURE
 from rune.errors import RuneError
-from rune.local_tool_runtime import LocalToolRuntime
 from rune.messages import PendingApproval
-from rune.repair import SAMPLES, TEMPERATURE
-from rune.state import PendingState
-from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.runtime.local_tool_runtime import LocalToolRuntime
+from rune.runtime.state import PendingState
 from rune.tools import checks
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.transport.scripted import ScriptedTransport
 
 pytestmark = pytest.mark.bwrap

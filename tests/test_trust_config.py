@@ -16,7 +16,7 @@ import pytest
 from tests.fakes.cli import final, journals, rune
 from tests.fakes.ollama_server import FakeOllama, text_reply
 
-from rune.config import KEYS, PROJECT_KEYS, LoadedConfig, load
+from rune.settings.config import KEYS, PROJECT_KEYS, LoadedConfig, load
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from tests.fakes.cli import call, final, rune
 
-from rune.demo import FIXED_CALC
+from rune.app.demo import FIXED_CALC
 
 needs_bwrap = pytest.mark.bwrap
 

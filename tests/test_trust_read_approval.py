@@ -22,12 +22,12 @@ from tests.test_cli_progress import terminal
 
 from rune import LocalToolRuntime, ScriptedTransport
 from rune.app import auto_approves, sandbox_policy
-from rune.config import Settings
 from rune.errors import ApprovalMismatch, InvalidPendingState, SandboxDenied
 from rune.operator.blocks import project_block
-from rune.seal import sign
-from rune.state import VERSION_FIELD, approval_of, unseal
-from rune.tool_executor import SandboxPolicy, ToolExecutor
+from rune.runtime.seal import sign
+from rune.runtime.state import VERSION_FIELD, approval_of, unseal
+from rune.settings.config import Settings
+from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.tools.spec import NeedsApproval
 
 KEY = b"k" * 32

@@ -13,9 +13,9 @@ import pytest
 from tests.fakes.cli import call, calls, final, journals, rune
 
 from rune.app import sandbox_policy
-from rune.config import Settings, load
 from rune.errors import SandboxDenied, ToolError
-from rune.tool_executor import SandboxPolicy, ToolExecutor, validate_read_path
+from rune.settings.config import Settings, load
+from rune.tools.executor import SandboxPolicy, ToolExecutor, validate_read_path
 from rune.tools.formatting import find_ruff
 from rune.tools.spec import NeedsApproval
 

@@ -21,10 +21,10 @@ import pytest
 from tests.fakes.cli import call, calls, final, rune
 
 from rune.app import auto_approves, sandbox_policy
-from rune.config import Settings, load
 from rune.errors import SandboxDenied
 from rune.messages import PendingApproval
-from rune.tool_executor import SandboxPolicy, ToolExecutor, validate_write_path
+from rune.settings.config import Settings, load
+from rune.tools.executor import SandboxPolicy, ToolExecutor, validate_write_path
 
 # --- the rune command writes only the workspace --------------------------------------------
 
@@ -409,7 +409,7 @@ def test_the_saved_prompt_cache_is_out_of_the_models_reach(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # llama.cpp loads the file it restores: a model that could plant one would feed the
-    # server's parser a file of its choosing (rune.prompt_cache).
+    # server's parser a file of its choosing (rune.transport.prompt_cache).
     from rune.paths import prompt_cache_dir
 
     monkeypatch.setenv("RUNE_DATA_DIR", str(tmp_path / "data"))

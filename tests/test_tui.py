@@ -12,14 +12,14 @@ from tests.fakes.ollama_server import FakeModel, FakeOllama, Reply, text_reply
 from textual.widgets import Input
 
 from rune.app import Rune, ScriptedBackend, open_rune, sandbox_policy
-from rune.config import load
-from rune.demo import BROKEN_CALC, DEMO_TASK, FIXED_CALC, scripted_demo_transport
+from rune.app.demo import BROKEN_CALC, DEMO_TASK, FIXED_CALC, scripted_demo_transport
+from rune.frontend.view import diff_text
 from rune.operator import RuneOperator
-from rune.tool_executor import ToolExecutor
+from rune.settings.config import load
+from rune.tools.executor import ToolExecutor
 from rune.tui import RuneApp
 from rune.tui.approval import ApprovalScreen
 from rune.tui.widgets import ToolLine
-from rune.view import diff_text
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The TUI ends a run with the same outcome line as the CLI (rune.view.outcome_text), and
+"""The TUI ends a run with the same outcome line as the CLI (rune.frontend.view.outcome_text), and
 Ctrl-G goes on after an unfinished answer (issue 25). Through Textual's Pilot, on an agent
 built by the real composition root with the scripted backend."""
 
@@ -11,7 +11,7 @@ import pytest
 from tests.test_tui import notes, until
 
 from rune.app import open_rune
-from rune.config import load
+from rune.settings.config import load
 from rune.tui import RuneApp
 
 

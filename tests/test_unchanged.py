@@ -11,8 +11,8 @@ import pytest
 from fakes.ollama_server import FakeModel, FakeOllama, text_reply, tool_call, tool_reply
 from rune.assists import standard_assists
 from rune.assists.unchanged import REMINDER, asks_for_a_change
-from rune.local_tool_runtime import LocalToolRuntime
-from rune.tool_executor import ToolExecutor
+from rune.runtime.local_tool_runtime import LocalToolRuntime
+from rune.tools.executor import ToolExecutor
 from rune.tools.sandbox import SandboxPolicy
 from rune.transport.ollama import OllamaChatTransport
 

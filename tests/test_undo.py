@@ -416,7 +416,7 @@ def test_a_front_end_undoes_and_redoes_on_its_own_open_session(tmp_path: Path) -
     from rune.sessions.changes import ChangeLog
     from rune.sessions.undo import redo
     from rune.sessions.undo import undo as undo_in
-    from rune.tool_executor import SandboxPolicy, ToolExecutor
+    from rune.tools.executor import SandboxPolicy, ToolExecutor
 
     ws = (tmp_path / "ws").resolve()
     ws.mkdir()
@@ -440,7 +440,7 @@ def test_nothing_is_kept_of_a_file_rune_may_not_read(tmp_path: Path) -> None:
     # A policy that may write a directory it may not read: the change is made (approved) and
     # recorded, but what the file held is not copied into the session.
     from rune.sessions.changes import ChangeLog
-    from rune.tool_executor import SandboxPolicy, ToolExecutor
+    from rune.tools.executor import SandboxPolicy, ToolExecutor
 
     ws, unread = (tmp_path / "ws").resolve(), (tmp_path / "unread").resolve()
     ws.mkdir()

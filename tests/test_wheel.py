@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from rune import __version__
-from rune.demo import FIXED_CALC
+from rune.app.demo import FIXED_CALC
 from rune.distribution import DISTRIBUTION
 
 REPO = Path(__file__).resolve().parent.parent
@@ -161,7 +161,7 @@ def test_the_package_has_the_data_files_this_test_guards() -> None:
     guarded = {
         "rune/tui/rune.tcss",
         "rune/templates/qwen25-tools.jinja",
-        "rune/model_check_tasks.json",
+        "rune/app/model_check_tasks.json",
     }
     assert guarded <= set(DATA_FILES)
 
@@ -234,7 +234,7 @@ def test_installed_scripted_demo_fixes_the_sample(installed: Installed) -> None:
 
 
 def test_installed_canary_holds(installed: Installed) -> None:
-    done = installed.run(installed.python, "-m", "rune.canary")
+    done = installed.run(installed.python, "-m", "rune.app.canary")
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -261,14 +261,19 @@ def test_installed_tui_passes_its_smoke_and_snapshot_tests(installed: Installed)
 
 
 def test_installed_bundled_chat_template_loads(installed: Installed) -> None:
-    code = "from rune.embedded import load_chat_template; print(load_chat_template('qwen25-tools'))"
+    code = (
+        "from rune.models.embedded import load_chat_template; "
+        "print(load_chat_template('qwen25-tools'))"
+    )
     done = installed.run(installed.python, "-c", code)
     assert done.returncode == 0, done.stderr
     assert done.stdout == (SRC / "templates" / "qwen25-tools.jinja").read_text() + "\n"
 
 
 def test_installed_check_model_tasks_load(installed: Installed) -> None:
-    code = "from rune.model_check import builtin_tasks; print([t.name for t in builtin_tasks()])"
+    code = (
+        "from rune.app.model_check import builtin_tasks; print([t.name for t in builtin_tasks()])"
+    )
     done = installed.run(installed.python, "-c", code)
     assert done.returncode == 0, done.stderr
     assert "01_add_sign" in done.stdout

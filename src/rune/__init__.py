@@ -15,14 +15,14 @@ _EXPORTS: dict[str, str] = {
     "ToolEvent": "rune.messages",
     "OperatorResponse": "rune.messages",
     "PendingApproval": "rune.messages",
-    "PendingState": "rune.state",
+    "PendingState": "rune.runtime.state",
     "ChatResult": "rune.messages",
-    "LocalToolRuntime": "rune.local_tool_runtime",
+    "LocalToolRuntime": "rune.runtime.local_tool_runtime",
     "Transport": "rune.transport.base",
     "ScriptedTransport": "rune.transport.scripted",
     "OllamaChatTransport": "rune.transport.ollama",
     "OpenAICompatTransport": "rune.transport.openai_compat",
-    "ToolExecutor": "rune.tool_executor",
+    "ToolExecutor": "rune.tools.executor",
     "SandboxPolicy": "rune.tools.sandbox",
     "ToolSpec": "rune.tools.spec",
     "PreparedChange": "rune.tools.spec",
@@ -48,12 +48,12 @@ def __getattr__(name: str) -> object:
 
 if TYPE_CHECKING:
     from rune.errors import RuneError
-    from rune.local_tool_runtime import LocalToolRuntime
     from rune.messages import ChatResult, OperatorResponse, PendingApproval, ToolEvent, ToolRequest
     from rune.operator import RuneOperator
+    from rune.runtime.local_tool_runtime import LocalToolRuntime
+    from rune.runtime.state import PendingState
     from rune.sessions import SessionStore
-    from rune.state import PendingState
-    from rune.tool_executor import ToolExecutor
+    from rune.tools.executor import ToolExecutor
     from rune.tools.sandbox import SandboxPolicy
     from rune.tools.spec import PreparedChange, ToolSpec
     from rune.transport.base import Capabilities, Transport

@@ -24,12 +24,12 @@ def data_dir() -> Path:
 
 
 def prompt_cache_dir() -> Path:
-    """Where the embedded server saves its prompt cache (see :mod:`rune.prompt_cache`)."""
+    """Where the embedded server saves its prompt cache (see :mod:`rune.transport.prompt_cache`)."""
     return data_dir() / "prompt-cache"
 
 
 def seal_key_file() -> Path:
-    """The per-user key that seals pending approvals (see :mod:`rune.seal`)."""
+    """The per-user key that seals pending approvals (see :mod:`rune.runtime.seal`)."""
     return data_dir() / "approval.key"
 
 

@@ -1,7 +1,7 @@
 """Run the real ``rune`` command in a subprocess, with a scripted model playing the attacker.
 
 ``--backend scripted`` replays the JSON list of assistant turns that ``RUNE_SCRIPT`` names
-(see :mod:`rune.demo`); HOME is a temp directory, and the suite's conftest has already put
+(see :mod:`rune.app.demo`); HOME is a temp directory, and the suite's conftest has already put
 Rune's config and data directories in temp directories too.
 """
 

@@ -16,8 +16,8 @@ from typing import NoReturn
 
 import pytest
 
-from rune.embedded import DEMO_INSTALL_HINT, EmbeddedLlamaServer, demo_model_path
 from rune.errors import RuneError
+from rune.models.embedded import DEMO_INSTALL_HINT, EmbeddedLlamaServer, demo_model_path
 from rune.transport.openai_compat import OpenAICompatTransport
 
 EMBEDDED_CTX = 4096

@@ -41,7 +41,6 @@ from rune.acp.inputs import (
 )
 from rune.acp.updates import Update
 from rune.app import FILE_EDIT_TOOLS, Rune, auto_approves, open_rune
-from rune.config import ApprovalMode, LoadedConfig, McpServerConfig
 from rune.errors import (
     CallCancelled,
     ConfigError,
@@ -50,6 +49,7 @@ from rune.errors import (
     SessionNotFound,
 )
 from rune.messages import OperatorResponse, PendingApproval, ToolRequest
+from rune.settings.config import ApprovalMode, LoadedConfig, McpServerConfig
 from rune.stop import stoppable
 
 #: what a cancelled approval tells the model

@@ -13,7 +13,7 @@ from typing import Any
 
 from acp import RequestError, schema
 
-from rune.config import McpServerConfig
+from rune.settings.config import McpServerConfig
 
 #: how much text one prompt may carry (the model's window is far smaller)
 MAX_PROMPT_CHARS = 1_000_000

@@ -1,6 +1,6 @@
 """The composition root: the only package that picks concrete classes.
 
-It turns :class:`rune.config.Settings` into a running agent: which backend
+It turns :class:`rune.settings.config.Settings` into a running agent: which backend
 (:mod:`rune.app.backend`, a tagged union), the transport that reaches it
 (:mod:`rune.app.servers`), the sandbox and approval policy (:mod:`rune.app.policy`, pure
 functions of the settings), the operator (:mod:`rune.app.build`), and the session and its

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from rune.catalog import DEFAULT_MODEL, CatalogModel, catalog_model_for, pulled_models
-from rune.catalog import find as find_catalog_model
-from rune.config import Settings
 from rune.distribution import EMBEDDED_INSTALL_HINT, embedded_installed
 from rune.errors import BackendUnavailable
+from rune.models.catalog import DEFAULT_MODEL, CatalogModel, catalog_model_for, pulled_models
+from rune.models.catalog import find as find_catalog_model
+from rune.settings.config import Settings
 
 BackendKind = Literal["ollama", "openai", "embedded", "scripted"]
 
@@ -191,7 +191,7 @@ def ollama_answers(host: str, timeout: float = OLLAMA_PROBE_SECONDS) -> bool:
 
 def _demo_model_path() -> Path | None:
     try:
-        from rune.embedded import demo_model_path
+        from rune.models.embedded import demo_model_path
     except ImportError:
         return None
     return demo_model_path()

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 from rune import events as ev
 from rune.app.backend import DEMO_MODEL_MAX_OUTPUT_TOKENS, BackendChoice
 from rune.app.policy import sandbox_policy
-from rune.config import Settings
-from rune.tool_executor import ToolExecutor
+from rune.settings.config import Settings
 from rune.tools.builtin import BUILTIN_TOOLS, BuiltinTool
+from rune.tools.executor import ToolExecutor
 from rune.tools.spec import AutoCheck
 from rune.tools.testing import RUN_TESTS, auto_check
 from rune.transport.base import Transport

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rune.config import ApprovalMode, Settings
 from rune.grants import FILE_EDIT_TOOLS
 from rune.messages import PendingApproval
+from rune.settings.config import ApprovalMode, Settings
 from rune.tools.sandbox import SandboxPolicy
 
 

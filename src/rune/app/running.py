@@ -16,10 +16,10 @@ from rune.app.backend import BackendChoice, choose_backend, settings_from_header
 from rune.app.build import build_operator
 from rune.app.policy import sandbox_policy
 from rune.app.servers import capabilities, open_transport
-from rune.config import LoadedConfig, McpServerConfig, Settings
 from rune.errors import ConfigError
 from rune.grants import Grant
 from rune.messages import OperatorResponse, PendingApproval
+from rune.settings.config import LoadedConfig, McpServerConfig, Settings
 from rune.transport.base import Capabilities, Transport
 from rune.transport.repetition import RepetitionGuard
 from rune.transport.watch import WatchedTransport

@@ -8,10 +8,10 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from rune.app.backend import EMBEDDED_CONTEXT, RECOMMENDED_MODEL, BackendChoice, EmbeddedBackend
-from rune.config import Settings
 from rune.distribution import EMBEDDED_INSTALL_HINT
 from rune.errors import BackendUnavailable, ConfigError
 from rune.paths import prompt_cache_dir
+from rune.settings.config import Settings
 from rune.transport.base import Capabilities, Transport
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def open_transport(
     """
     match choice.kind:
         case "scripted":
-            from rune.demo import SCRIPTED_MODEL, scripted_demo_transport
+            from rune.app.demo import SCRIPTED_MODEL, scripted_demo_transport
 
             return scripted_demo_transport(skip=replayed), settings.model or SCRIPTED_MODEL
         case "ollama":
@@ -67,13 +67,13 @@ def _open_embedded(
     if choice.model_path is None or not choice.model_path.is_file():
         raise BackendUnavailable(f"model file not found: {choice.model_path}")
     try:
-        from rune.embedded import EmbeddedLlamaServer
+        from rune.models.embedded import EmbeddedLlamaServer
     except ImportError as err:
         raise BackendUnavailable(
             f"the embedded backend is not available ({err}); "
             f"install it with: {EMBEDDED_INSTALL_HINT}"
         ) from None
-    from rune.prompt_cache import SlotCache
+    from rune.transport.prompt_cache import SlotCache
 
     window = choice.catalog.context if choice.catalog else EMBEDDED_CONTEXT
     server = stack.enter_context(

@@ -18,7 +18,7 @@ from rune.assists.tests import TestDriven
 from rune.messages import ToolRequest, ToolStatus
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
-from rune.state import LoopState
+from rune.runtime.state import LoopState
 
 __all__ = ["MAX_FAILED_CHECKS", "CheckBeforeAnswer"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rune import outcome
 from rune.runtime.assist import Assist, Loop
-from rune.state import LoopState
+from rune.runtime.state import LoopState
 
 __all__ = ["NudgeAfterFailure"]
 

@@ -1,6 +1,6 @@
 """Sampled repair, as an assist: another change in place of one the run's failed check rejects.
 
-The rule and the numbers are :mod:`rune.repair`'s. This module puts it at the loop's
+The rule and the numbers are :mod:`rune.assists.repair`'s. This module puts it at the loop's
 ``replace_call`` point: when the turn's one call is a change that the run's last failed check
 shows to be wrong (tried with :class:`rune.tools.spec.Trials`, nothing written), it draws other
 changes from a fresh start (the system context and the request) through the loop's
@@ -13,14 +13,15 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from rune import constrained, repair
+from rune.assists import repair
 from rune.assists.tests import started_with_tests
 from rune.calls import tool_request
-from rune.constrained import ConstrainedCall
+from rune.formats import constrained
+from rune.formats.constrained import ConstrainedCall
 from rune.messages import ToolRequest
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
-from rune.state import LoopState
+from rune.runtime.state import LoopState
 from rune.tools.spec import Trial, Trials
 
 __all__ = ["SampledRepair"]

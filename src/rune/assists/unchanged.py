@@ -15,7 +15,7 @@ import re
 
 from rune import outcome
 from rune.runtime.assist import Assist, Loop
-from rune.state import LoopState
+from rune.runtime.state import LoopState
 
 __all__ = ["REMINDER", "NudgeWhenUnchanged", "asks_for_a_change"]
 

@@ -1,9 +1,9 @@
 """``rune check-model [MODEL]``: does this model work with Rune? A few small bugs of the task
-suite (:mod:`rune.model_check`), each in a throw-away project, on the configured server and
+suite (:mod:`rune.app.model_check`), each in a throw-away project, on the configured server and
 model with the chosen protocol: per task fixed or not, steps and time, then a verdict that
 names the protocol ``auto`` would pick and what to change when the model does not work.
 
-Approvals answer themselves by :func:`rune.model_check.approves_in_scratch`: file changes
+Approvals answer themselves by :func:`rune.app.model_check.approves_in_scratch`: file changes
 inside the throw-away project, commands only when bubblewrap contains them; the project is the
 only directory Rune may write. ``--json`` prints one line for a machine instead.
 """
@@ -19,9 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from rune import events as ev
-from rune.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from rune.config import LoadedConfig
-from rune.model_check import (
+from rune.app.model_check import (
     AutoChoice,
     TaskOutcome,
     Verdict,
@@ -31,6 +29,8 @@ from rune.model_check import (
     run_task,
     verdict,
 )
+from rune.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from rune.settings.config import LoadedConfig
 from rune.text import visible
 
 SCRIPTED_IS_NO_MODEL = (

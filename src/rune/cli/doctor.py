@@ -19,8 +19,8 @@ from rich.text import Text
 
 from rune.cli.consoles import console as new_console
 from rune.cli.exits import EXIT_FAILED, EXIT_OK
-from rune.config import LoadedConfig, Settings
 from rune.errors import RuneError
+from rune.settings.config import LoadedConfig, Settings
 
 PROTOCOL_NOTES = {
     "native": "native tool calls (the model has tools)",
@@ -159,8 +159,8 @@ def model_checks(
 def embedded_check(settings: Settings, backend: list[Check]) -> Check:
     """One verdict on the embedded backend: installed or not, and what it would run."""
     from rune.app import PULL_HINT
-    from rune.catalog import pulled_models
     from rune.distribution import EMBEDDED_INSTALL_HINT, embedded_installed
+    from rune.models.catalog import pulled_models
 
     server_ok = any(check.name == "server" and check.ok for check in backend)
     if not embedded_installed():

@@ -1,6 +1,6 @@
 """What the commands that run the loop share: the settings from the command line, the agent
 opened with its first lines, and the drive until the run ends or waits (approvals asked on
-stdin through :mod:`rune.approvals`)."""
+stdin through :mod:`rune.frontend.approvals`)."""
 
 from __future__ import annotations
 
@@ -21,11 +21,11 @@ from rune.cli.exits import (
 )
 from rune.cli.render import ConsoleReporter, ask_decision, page_text
 from rune.cli.unstarted import RunNotStarted
-from rune.config import ApprovalMode, LoadedConfig, load
 from rune.errors import ConfigError, RuneError
-from rune.keys import SETTINGS
+from rune.frontend.view import Decision
 from rune.messages import OperatorResponse, PendingApproval
-from rune.view import Decision
+from rune.settings.config import ApprovalMode, LoadedConfig, load
+from rune.settings.keys import SETTINGS
 
 if TYPE_CHECKING:
     from rune.app import Opening, Rune
@@ -131,7 +131,7 @@ def drive(
 ) -> tuple[int, OperatorResponse | None]:
     """Run until the run ends or waits: the shared flow of run, demo and resume. The exit
     status says how it ended (:data:`EXIT_BY_OUTCOME`)."""
-    from rune.approvals import settle
+    from rune.frontend.approvals import settle
 
     try:
         response = start()
@@ -177,7 +177,7 @@ def drive(
 
 def _pager(pending: PendingApproval) -> Callable[[], None] | None:
     """ "d" at the approval prompt: the whole diff in the pager, on a terminal."""
-    from rune.view import is_command
+    from rune.frontend.view import is_command
 
     if not out.is_terminal or is_command(pending) or pending.grant or not pending.preview:
         return None

@@ -28,10 +28,10 @@ from rune import events as ev
 from rune.app.policy import auto_approves
 from rune.cli.exits import EXIT_BY_OUTCOME, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from rune.cli.render import ConsoleReporter, ask_decision
-from rune.config import ApprovalMode, LoadedConfig
 from rune.errors import ConfigError, RuneError
+from rune.frontend.view import Decision, describe_request
 from rune.messages import OperatorResponse, PendingApproval, ToolEvent
-from rune.view import Decision, describe_request
+from rune.settings.config import ApprovalMode, LoadedConfig
 
 if TYPE_CHECKING:
     from rune.app import Rune
@@ -261,7 +261,7 @@ def _drive(
 ) -> OperatorResponse:
     """Run, answering each approval as ``rune run`` does (``--yes``, else a person on stdin,
     asked on stderr). An approval nobody answers leaves the run paused: the session keeps it."""
-    from rune.approvals import settle
+    from rune.frontend.approvals import settle
 
     response = settle(rune, start(), _JsonEdge(emitter, rune.settings.approval))
     if response.pending is not None:

@@ -1,6 +1,6 @@
 """How the loop looks in a plain terminal: streamed text, dimmed thinking, one line per tool
 event with ``step n/N``, coloured diffs, and the approve / reject question. What the TUI shows
-the same way lives in :mod:`rune.view`.
+the same way lives in :mod:`rune.frontend.view`.
 
 Everything a model wrote (text, thinking, tool names and arguments, errors and warnings that
 quote them) goes through :func:`rune.text.visible` and into a ``rich`` ``Text``, never a markup
@@ -22,11 +22,8 @@ from rich.console import Console
 from rich.text import Text
 
 from rune import events as ev
-from rune.approvals import command_lines, heading
-from rune.grants import Grant
-from rune.messages import OperatorResponse, PendingApproval, ToolEvent, ToolRequest
-from rune.text import plural, visible
-from rune.view import (
+from rune.frontend.approvals import command_lines, heading
+from rune.frontend.view import (
     Decision,
     command_output,
     describe_request,
@@ -38,6 +35,9 @@ from rune.view import (
     sensitive_note,
     tool_outcome,
 )
+from rune.grants import Grant
+from rune.messages import OperatorResponse, PendingApproval, ToolEvent, ToolRequest
+from rune.text import plural, visible
 
 __all__ = ["STATUS_MARK", "ConsoleReporter", "Decision", "ask_decision", "page_text"]
 
@@ -48,7 +48,7 @@ STATUS_MARK = {
     "rejected": ("↩", "yellow"),
     "pending_approval": ("?", "yellow"),
 }
-#: the style of each kind of outcome line (:func:`rune.view.outcome_text`)
+#: the style of each kind of outcome line (:func:`rune.frontend.view.outcome_text`)
 OUTCOME_STYLE = {"done": "bold green", "warning": "bold yellow", "error": "bold red"}
 #: how often the status line is redrawn (seconds)
 TICK_SECONDS = 0.25

@@ -11,12 +11,12 @@ from rich.console import Console
 from rich.text import Text
 
 from rune.cli.render import STATUS_MARK
+from rune.frontend.view import describe_request, diff_text
 from rune.sessions import records
 from rune.sessions.fold import Folding
 from rune.sessions.journal import Record
 from rune.sessions.store import SessionStore
 from rune.text import visible
-from rune.view import describe_request, diff_text
 
 #: the header fields shown, in order
 HEADER_FIELDS = ("title", "workspace", "model", "backend", "created_at")

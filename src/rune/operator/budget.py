@@ -228,7 +228,7 @@ class ContextBudget:
         def system_message() -> Message | None:
             # What is the same in every run (the blocks that never leave, then the protocol's
             # prompt) comes first, the workspace's own blocks after it: a prefix the prompt
-            # cache keeps from one run to the next (rune.prompt_cache).
+            # cache keeps from one run to the next (rune.transport.prompt_cache).
             lasting = render([b for b in kept if not b.evictable])
             workspace = render([b for b in kept if b.evictable])
             protocol = [str(m.get("content") or "") for m in lead]

@@ -24,7 +24,6 @@ from rune import events as ev
 from rune.errors import ApprovalError, ConfigError, InvalidPendingState, RuneError
 from rune.grants import Grant
 from rune.limits import MAX_BUDGETS, MAX_ITERATIONS
-from rune.local_tool_runtime import LocalToolRuntime, ShapedRequest
 from rune.messages import (
     ChatResult,
     Message,
@@ -44,10 +43,11 @@ from rune.operator.blocks import (
 from rune.operator.budget import ContextBudget, split_system
 from rune.operator.repo_map import map_block
 from rune.runtime.assist import Assist
+from rune.runtime.local_tool_runtime import LocalToolRuntime, ShapedRequest
+from rune.runtime.state import PendingState
 from rune.sessions import records
 from rune.sessions.sink import JournalSink
 from rune.sessions.store import Session
-from rune.state import PendingState
 from rune.tools.spec import AutoChecks, Executor
 from rune.transport.base import Transport
 

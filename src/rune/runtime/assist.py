@@ -26,7 +26,7 @@ from rune.messages import ChatResult, Message, OperatorResponse, ToolEvent, Tool
 from rune.outcome import ToolKinds
 from rune.runtime.chat import ChatRequest, ShapedRequest
 from rune.runtime.protocol import ToolProtocol
-from rune.state import LoopState
+from rune.runtime.state import LoopState
 from rune.tools.spec import Executor
 
 __all__ = ["Assist", "Hooks", "Loop"]

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rune import constrained, fallback
+from rune.formats import constrained, fallback
 from rune.tools.spec import ToolSpec
 
 __all__ = [

@@ -4,7 +4,7 @@ Each queued call gets exactly one result, in order, so the conversation is alway
 for the next model call: an identical call already answered this turn gets that answer again
 (dedup), a call past :data:`rune.limits.MAX_CALLS_PER_TURN` is refused, a call whose arguments
 cannot be used is started and then fails, a read-only call runs, and a mutating call is
-prepared and pauses the run with a sealed :class:`rune.state.PendingState`.
+prepared and pauses the run with a sealed :class:`rune.runtime.state.PendingState`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from rune.runtime.assist import Hooks, Loop
 from rune.runtime.breaker import tripped
 from rune.runtime.endings import Endings
 from rune.runtime.protocol import ToolProtocol
-from rune.seal import load_or_create_key
-from rune.state import LoopState, PendingState
+from rune.runtime.seal import load_or_create_key
+from rune.runtime.state import LoopState, PendingState
 from rune.tools.spec import Executor, GrantsReads, NeedsApproval, PreparedChange
 
 __all__ = ["REJECTED", "Calls"]

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from rune import fallback
 from rune.calls import native_request
+from rune.formats import fallback
 from rune.messages import ChatResult, Message, ToolRequest, ToolSource
 from rune.runtime.chat import ChatRequest
 from rune.transport.base import DeltaSink

@@ -1,14 +1,14 @@
 """The three tool protocols (docs/protocols.md): ``native`` tool calls, the ``text-fallback``
-protocol (calls written in the reply, :mod:`rune.fallback`) and the ``constrained`` protocol
-(one JSON object per turn that the server's grammar allows, :mod:`rune.constrained`)."""
+protocol (calls written in the reply, :mod:`rune.formats.fallback`) and the ``constrained`` protocol
+(one JSON object per turn that the server's grammar allows, :mod:`rune.formats.constrained`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rune import constrained, fallback
 from rune.calls import native_request, tool_request
+from rune.formats import constrained, fallback
 from rune.messages import ChatResult, Message, ToolRequest, ToolSource, thaw
 from rune.runtime import blocks
 from rune.runtime.chat import ChatRequest
@@ -21,7 +21,7 @@ from rune.runtime.protocol import (
     thinking_of,
     unanswered_calls,
 )
-from rune.state import BLOCKS, CONSTRAINED, NATIVE, TEXT_FALLBACK
+from rune.runtime.state import BLOCKS, CONSTRAINED, NATIVE, TEXT_FALLBACK
 from rune.tools.spec import ToolSpec
 from rune.transport.base import DeltaSink
 
@@ -120,7 +120,7 @@ class NativeProtocol(_Tools):
 
 
 class TextProtocol(_Tools):
-    """Calls written in the reply as the runtime's prompt shows (:mod:`rune.fallback`)."""
+    """Calls written in the reply as the runtime's prompt shows (:mod:`rune.formats.fallback`)."""
 
     name = TEXT_FALLBACK
 
@@ -159,7 +159,8 @@ class TextProtocol(_Tools):
 
 
 class ConstrainedProtocol(_Tools):
-    """One JSON object per turn, constrained by the server's grammar (:mod:`rune.constrained`)."""
+    """One JSON object per turn, constrained by the server's grammar
+    (:mod:`rune.formats.constrained`)."""
 
     name = CONSTRAINED
     withholds_answer = True

@@ -147,7 +147,7 @@ class Trial:
 class Trials(Protocol):
     """A service that tries a change against a check before anyone approves it, nothing
     written (the sampled repair, :mod:`rune.assists.sampled_repair`, picks among a small
-    model's alternative fixes with it). :class:`rune.tool_executor.ToolExecutor` is one; the
+    model's alternative fixes with it). :class:`rune.tools.executor.ToolExecutor` is one; the
     composition root hands it to the assist."""
 
     def try_change(

@@ -2,7 +2,7 @@
 
 :func:`unreviewed_write_sites` lists every call that opens a file for writing, or changes the
 directory tree, outside the few reviewed places in ``ALLOWED_WRITE_SITES`` (the canary's
-"single write choke point" claim, :mod:`rune.canary`; tests/test_choke_point.py also watches
+"single write choke point" claim, :mod:`rune.app.canary`; tests/test_choke_point.py also watches
 the running process).
 """
 
@@ -41,20 +41,20 @@ ALLOWED_WRITE_SITES: frozenset[tuple[str, str]] = frozenset(
         # `rune acp`: the protocol's stream, a duplicate of stdout taken at start (no path)
         ("rune.acp.server", "_serve"),
         ("rune.sessions.store", "SessionStore.remove"),
-        ("rune.seal", "_create_key"),
-        ("rune.demo", "create_demo_project"),
+        ("rune.runtime.seal", "_create_key"),
+        ("rune.app.demo", "create_demo_project"),
         # `rune check-model` and the task suite: a shipped task's project written into a new
         # private temporary directory (names from Rune's own task data, never from a model).
-        ("rune.model_check", "Task.write"),
-        ("rune.model_check", "run_task"),
+        ("rune.app.model_check", "Task.write"),
+        ("rune.app.model_check", "run_task"),
         # `rune pull`: the user's command, writing only into Rune's own models directory.
-        ("rune.pull", "pull"),
-        ("rune.pull", "_download"),
-        ("rune.pull", "_assemble"),
-        ("rune.pull", "_temporary_beside"),
+        ("rune.models.pull", "pull"),
+        ("rune.models.pull", "_download"),
+        ("rune.models.pull", "_assemble"),
+        ("rune.models.pull", "_temporary_beside"),
         # ... and removing what an earlier pull left: `.partial` files in the models directory
         # and this user's `rune-pull-*` download directories, only those no pull holds locked.
-        ("rune.pull", "_remove_if_abandoned"),
+        ("rune.models.pull", "_remove_if_abandoned"),
         # After a contained command: removes a git control file the command created in the
         # top .git (it did not exist before), through no-follow directory handles.
         ("rune.tools.containment", "_remove_created"),
@@ -72,9 +72,9 @@ ALLOWED_WRITE_SITES: frozenset[tuple[str, str]] = frozenset(
         ("rune.tools.run_limits", "_sweep"),
         # The embedded server's prompt-cache directory, under Rune's own data directory
         # (llama.cpp writes the saved slot there itself).
-        ("rune.embedded", "EmbeddedLlamaServer._params"),
-        ("rune.canary", "check_approve_from_serialized_state"),
-        ("rune.canary", "main"),
+        ("rune.models.embedded", "EmbeddedLlamaServer._params"),
+        ("rune.app.canary", "check_approve_from_serialized_state"),
+        ("rune.app.canary", "main"),
     }
 )
 
@@ -254,9 +254,7 @@ def _modules(package_dir: Path) -> Iterator[tuple[str, Path]]:
 def unreviewed_write_sites(package_dir: Path | None = None) -> list[WriteSite]:
     """Write sites in the package outside ``ALLOWED_WRITE_SITES``."""
     if package_dir is None:
-        import rune
-
-        package_dir = Path(rune.__file__).parent
+        package_dir = Path(__file__).resolve().parent.parent  # rune/, without importing it
     found: list[WriteSite] = []
     for module, path in _modules(package_dir):
         for site in scan_source(path.read_text(encoding="utf-8"), module):

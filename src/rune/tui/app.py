@@ -23,15 +23,15 @@ from textual.widgets import Footer, Input, Static
 
 from rune import events as ev
 from rune.app import Rune
-from rune.approvals import answered, carry_out
 from rune.errors import CallCancelled, RuneError
+from rune.frontend.approvals import answered, carry_out
+from rune.frontend.view import Decision, diff_text, elapsed, outcome_text
 from rune.messages import OperatorResponse, PendingApproval
 from rune.stop import stoppable
 from rune.text import plural, visible
 from rune.tui import slash
 from rune.tui.approval import ApprovalScreen
 from rune.tui.widgets import StreamedText, Thinking, ToolLine
-from rune.view import Decision, diff_text, elapsed, outcome_text
 
 Operation = Callable[[], OperatorResponse | None]
 

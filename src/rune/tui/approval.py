@@ -9,11 +9,11 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, Label, Static
 
-from rune.approvals import command_lines, heading
+from rune.frontend.approvals import command_lines, heading
+from rune.frontend.view import Decision, diff_text, is_command, sensitive_note
 from rune.grants import offer
 from rune.messages import PendingApproval
 from rune.text import visible
-from rune.view import Decision, diff_text, is_command, sensitive_note
 
 
 class ApprovalScreen(ModalScreen[Decision | None]):

@@ -6,9 +6,9 @@ from rich.text import Text
 from textual.content import Content
 from textual.widgets import Collapsible, Static
 
+from rune.frontend.view import describe_request, diff_text, tool_outcome
 from rune.messages import ToolEvent, ToolRequest
 from rune.text import visible
-from rune.view import describe_request, diff_text, tool_outcome
 
 STATUS_LABEL = {
     "running": "⋯ running",

@@ -13,13 +13,13 @@ from rune.cli.driving import load_config
 from rune.cli.exits import (
     EXIT_OK,
 )
-from rune.config import KEYS
+from rune.settings.config import KEYS
 
 out, err = consoles.out, consoles.err
 
 
 def command(args: argparse.Namespace) -> int:
-    from rune.config import project_config_file, user_config_file
+    from rune.settings.config import project_config_file, user_config_file
 
     loaded = load_config(args, warn=False)
     table = Table("key", "value", "from", box=None)

@@ -15,19 +15,19 @@ from rune.cli.exits import (
     EXIT_OK,
 )
 from rune.cli.render import ConsoleReporter, ask_decision
-from rune.config import ApprovalMode, LoadedConfig
 from rune.errors import BackendUnavailable, RuneError
+from rune.settings.config import ApprovalMode, LoadedConfig
 
 out, err = consoles.out, consoles.err
 
 
 def command(args: argparse.Namespace) -> int:
     from rune.app import DEMO_MODEL_NOTICE
-    from rune.demo import DEMO_TASK, create_demo_project
+    from rune.app.demo import DEMO_TASK, create_demo_project
 
     loaded = load_config(args)
     if needs_default_model(loaded):
-        from rune.catalog import DEFAULT_MODEL, find
+        from rune.models.catalog import DEFAULT_MODEL, find
 
         out.print(
             f"No model server answered and no coding model is pulled: getting {DEFAULT_MODEL} "
@@ -85,7 +85,7 @@ def verify_demo(project: Path, approval: ApprovalMode) -> bool | None:
     shown and approved first (``--yes --yes`` approves it), run contained where bubblewrap
     works. None when it was not run."""
     from rune.app import auto_approves
-    from rune.demo import demo_check
+    from rune.app.demo import demo_check
 
     try:
         check = demo_check(project)

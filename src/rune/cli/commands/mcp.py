@@ -20,7 +20,7 @@ def command(args: argparse.Namespace) -> int:
     """Start the configured MCP servers, list each with its state and tools, stop them."""
     from rune.app import mcp_servers
     from rune.cli.doctor import mcp_checks
-    from rune.config import user_config_file
+    from rune.settings.config import user_config_file
 
     loaded = load_config(args)
     if not loaded.mcp_servers:

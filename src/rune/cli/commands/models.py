@@ -22,7 +22,7 @@ def command(args: argparse.Namespace) -> int:
     from contextlib import ExitStack
 
     from rune.app import choose_backend, open_transport
-    from rune.catalog import CATALOG, pulled_path
+    from rune.models.catalog import CATALOG, pulled_path
 
     settings = load_config(args).settings
     try:

@@ -19,7 +19,7 @@ out, err = consoles.out, consoles.err
 
 
 def command(args: argparse.Namespace) -> int:
-    from rune.catalog import CATALOG, find
+    from rune.models.catalog import CATALOG, find
 
     if not args.name:
         table = Table("model", "size", "pulled", "", box=None)
@@ -52,7 +52,7 @@ def pull_with_progress(model: Any) -> int:
     )
 
     from rune.distribution import EMBEDDED_INSTALL_HINT, embedded_installed
-    from rune.pull import pull
+    from rune.models.pull import pull
 
     if model.is_pulled():
         out.print(f"{model.name} is already pulled: {model.path}")

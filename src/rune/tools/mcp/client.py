@@ -39,9 +39,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from rune.config import McpServerConfig
 from rune.distribution import extra_install_hint
 from rune.errors import McpError, ToolError
+from rune.settings.config import McpServerConfig
 from rune.text import escape_hidden, hidden_note, visible
 from rune.tools.base import ToolContext
 from rune.tools.commands import bwrap_argv, containment, seccomp_works

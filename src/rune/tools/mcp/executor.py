@@ -18,7 +18,7 @@ from typing import Any
 from rune.errors import McpError, ToolError, ToolInputError
 from rune.messages import thaw
 from rune.text import for_display, visible
-from rune.tool_executor import ToolExecutor, check_arguments
+from rune.tools.executor import ToolExecutor, check_arguments
 from rune.tools.mcp.client import McpManager, ServerStatus, fingerprint
 from rune.tools.mcp.listing import SEPARATOR, McpTool
 from rune.tools.sandbox import SandboxPolicy

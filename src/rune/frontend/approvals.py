@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Protocol
 
 from rune.app import Rune, auto_approves
+from rune.frontend.view import Decision, is_command
 from rune.messages import OperatorResponse, PendingApproval
 from rune.text import visible
-from rune.view import Decision, is_command
 
 
 def heading(pending: PendingApproval) -> str:

@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from rune.catalog import STAMP_SUFFIX, CatalogModel, models_dir, pulled_path
 from rune.errors import PullError
+from rune.models.catalog import STAMP_SUFFIX, CatalogModel, models_dir, pulled_path
 
 CHUNK = 1 << 20
 #: the prefix of a pull's private download directory (in the system's temporary directory)

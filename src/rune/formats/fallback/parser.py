@@ -28,8 +28,8 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from rune.fallback.jsonscan import Decoded, Undecodable, decode_at
-from rune.fallback.prompt import CALL_CLOSE, CALL_OPEN
+from rune.formats.fallback.jsonscan import Decoded, Undecodable, decode_at
+from rune.formats.fallback.prompt import CALL_CLOSE, CALL_OPEN
 
 MISTRAL_OPEN = "[TOOL_CALLS]"
 THINK_OPEN = "<think>"

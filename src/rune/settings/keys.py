@@ -1,6 +1,6 @@
 """Every setting, declared once: its key, what it means, what it takes, its command-line flag,
 whether its environment variable is a path list, and what a project file may do with it (a
-narrowing check, or why it is refused). :mod:`rune.config` derives its tables from
+narrowing check, or why it is refused). :mod:`rune.settings.config` derives its tables from
 :data:`SETTINGS`; the CLI's flags and the docs' sentence on project files are checked against it
 (tests/test_docs.py, tests/test_config.py).
 

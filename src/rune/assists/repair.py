@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rune.calls import tool_request
-from rune.constrained import ConstrainedCall, parse_turn
 from rune.errors import RuneError
+from rune.formats.constrained import ConstrainedCall, parse_turn
 from rune.messages import ToolEvent
 from rune.tools.spec import Trial
 

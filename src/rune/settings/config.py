@@ -33,15 +33,15 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rune.errors import ConfigError
-from rune.keys import SETTINGS, Check
 from rune.limits import DEFAULT_BUDGETS, MAX_BUDGETS, MAX_ITERATIONS, MIN_ITERATIONS
+from rune.settings.keys import SETTINGS, Check
 
 ApprovalMode = Literal["ask", "edits", "all"]
 Protocol = Literal["auto", "native", "text", "constrained", "blocks"]
 NAMED_BACKENDS = ("ollama", "embedded", "scripted")
 
-# key -> (what it means, what is allowed), as declared once in rune.keys.SETTINGS; the order
-# is the order `rune config` shows.
+# key -> (what it means, what is allowed), as declared once in rune.settings.keys.SETTINGS;
+# the order is the order `rune config` shows.
 KEYS: dict[str, tuple[str, str]] = {s.key: (s.means, s.allowed) for s in SETTINGS}
 ENV_PREFIX = "RUNE_"
 # Keys whose environment variable is a list of paths separated by os.pathsep.

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rune.events import TextDelta, ThinkingDelta
-from rune.fallback import parse_tool_calls
+from rune.formats.fallback import parse_tool_calls
 from rune.messages import thaw
 from rune.transport.base import DeltaSink
 

@@ -26,8 +26,8 @@ from typing import Any
 
 from rune import events as ev
 from rune.app import FILE_EDIT_TOOLS, BackendChoice, build_operator, watched_transport
-from rune.config import load
 from rune.messages import PendingApproval
+from rune.settings.config import load
 from rune.transport.base import Transport
 
 CHECK_TIMEOUT_S = 20
@@ -92,7 +92,7 @@ class Task:
 
 def builtin_tasks() -> list[Task]:
     """The tasks shipped with Rune for ``rune check-model``."""
-    text = resources.files("rune").joinpath(BUILTIN_TASKS).read_text("utf-8")
+    text = resources.files("rune.app").joinpath(BUILTIN_TASKS).read_text("utf-8")
     return [Task(**entry) for entry in json.loads(text)]
 
 

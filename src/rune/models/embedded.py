@@ -87,7 +87,8 @@ class EmbeddedLlamaServer:
         self.threads = threads
         self.chat_template = chat_template
         self.port = port
-        #: where llama.cpp may save and restore its prompt cache (rune.prompt_cache); None: off
+        #: where llama.cpp may save and restore its prompt cache
+        #: (rune.transport.prompt_cache); None: off
         self.slot_dir = slot_dir
         #: the name the server lists the model under (``/v1/models``) and accepts in requests
         self.model = self.model_path.stem
@@ -178,8 +179,9 @@ class EmbeddedLlamaServer:
         return params
 
     def slot_file_name(self) -> str:
-        """This model's saved prompt cache (rune.prompt_cache): by model file, window, build."""
-        from rune.prompt_cache import slot_file_name
+        """This model's saved prompt cache (rune.transport.prompt_cache): by model file,
+        window, build."""
+        from rune.transport.prompt_cache import slot_file_name
 
         return slot_file_name(self.model_path, self.ctx, _xllamacpp().__version__)
 

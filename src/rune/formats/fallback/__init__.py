@@ -4,8 +4,8 @@ Used for models without native tool calling, and to salvage calls that a tools-c
 model wrote into ``content`` instead of ``tool_calls``.
 """
 
-from rune.fallback.parser import ParsedCall, ParseOutcome, parse_tool_calls, strip_thinking
-from rune.fallback.prompt import (
+from rune.formats.fallback.parser import ParsedCall, ParseOutcome, parse_tool_calls, strip_thinking
+from rune.formats.fallback.prompt import (
     CALL_CLOSE,
     CALL_OPEN,
     expected_format_hint,
