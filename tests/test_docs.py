@@ -55,7 +55,7 @@ KEPT_NAMES = {
         "SessionStore",
         "RuneError",
     ],
-    "rune.tool_executor": ["validate_write_path", "validate_read_path"],
+    "rune.tools.executor": ["validate_write_path", "validate_read_path"],
 }
 
 
@@ -99,7 +99,33 @@ def test_the_kept_names_are_importable_where_docs_says() -> None:
 
 
 def test_the_docs_say_what_a_project_file_may_set_as_the_settings_declare_it() -> None:
-    from rune.keys import project_file_rule
+    from rune.settings.keys import project_file_rule
 
     text = " ".join((DOCS / "using.md").read_text(encoding="utf-8").split())
     assert project_file_rule() in text
+
+
+def _floor_table() -> dict[str, int]:
+    """The floors docs/architecture.md shows: its table's rows ``| 2 | `rune.runtime` | ... |``."""
+    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (\d+) \| `(rune(?:\.\w+)?)` \| .+ \|$", text, flags=re.MULTILINE)
+    return {package: int(floor) for floor, package in rows}
+
+
+def test_the_architecture_doc_shows_the_floors_the_architecture_test_enforces() -> None:
+    from test_architecture import LAYERS
+
+    assert _floor_table() == LAYERS
+
+
+def test_the_loop_has_one_diagram_and_the_docs_that_describe_the_loop_link_it() -> None:
+    # A diagram of the loop: a tree line (└─) naming the loop's while True.
+    drawn = [
+        _relative(path)
+        for path in [*CITING, *(REPO / "src").rglob("*.py")]
+        if any("└─" in line and "while True" in line for line in path.read_text().splitlines())
+    ]
+    assert sorted(set(drawn)) == ["docs/loop.md"]
+    for name in ("architecture.md", "using.md", "protocols.md", "json.md", "mcp.md"):
+        assert "loop.md" in (DOCS / name).read_text(encoding="utf-8"), name
+    assert "docs/loop.md" in (REPO / "README.md").read_text(encoding="utf-8")

@@ -1,13 +1,8 @@
 """``Runner``: the capped tool loop, for any :class:`~rune.runtime.protocol.ToolProtocol`.
 
-::
-
-    run(messages): choose the protocol, put its prompt ahead of the conversation, assists' start
-      └─ _loop: while True
-           ├─ answer the queued calls (rune.runtime.calls: dedup, cap, run, prepare → pause)
-           ├─ assists' after_calls (may end the run)
-           ├─ iterations_used >= max_iterations → typed failure "iteration limit"
-           └─ one model call → the protocol reads it: calls? queue them : the answer
+``run`` chooses the protocol and puts its prompt ahead of the conversation; ``_loop`` answers the
+queued calls (:mod:`rune.runtime.calls`), runs the assists' hooks, and makes one model call a
+turn until the answer or the cap. The loop's one diagram is in docs/loop.md.
 
 Everything that can go wrong inside the loop ends as ``OperatorResponse(success=False)``
 with the events so far; the same failing call twice stops the run (rune.runtime.breaker).
