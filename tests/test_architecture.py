@@ -286,6 +286,69 @@ def test_the_kept_paths_still_import() -> None:
     assert callable(rune.canary.main)
 
 
+# Where the parts meet, signatures say what they take: no ``Any`` in the parameters or returns
+# of the composition root, the CLI drive and the operator (mypy --strict checks the rest).
+TYPED_SEAMS = ("app", "cli/driving.py", "cli/commands", "operator")
+
+
+def any_in_signatures(source: str) -> list[str]:
+    """``line name: annotation`` for each parameter or return annotated with ``Any``
+    (``typing.Any`` and quoted annotations included)."""
+
+    def has_any(annotation: ast.expr) -> bool:
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            annotation = ast.parse(annotation.value, mode="eval").body
+        return any(
+            (isinstance(n, ast.Name) and n.id == "Any")
+            or (isinstance(n, ast.Attribute) and n.attr == "Any")
+            or (isinstance(n, ast.Constant) and isinstance(n.value, str) and "Any" in n.value)
+            for n in ast.walk(annotation)
+        )
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            a = node.args
+            params = [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+            annotations = [p.annotation for p in params if p is not None] + [node.returns]
+            found += [
+                f"{node.lineno} {node.name}: {ast.unparse(annotation)}"
+                for annotation in annotations
+                if annotation is not None and has_any(annotation)
+            ]
+    return found
+
+
+SEAM_MODULES = [
+    p
+    for seam in TYPED_SEAMS
+    for p in (sorted((SRC / seam).rglob("*.py")) if (SRC / seam).is_dir() else [SRC / seam])
+]
+
+
+@pytest.mark.parametrize("path", SEAM_MODULES, ids=lambda p: module_name(p))
+def test_no_any_in_the_signatures_where_the_parts_meet(path: Path) -> None:
+    assert any_in_signatures(path.read_text()) == []
+
+
+def test_the_any_check_sees_any_wherever_a_signature_holds_it() -> None:
+    source = (
+        "import typing\n"
+        "from typing import Any\n"
+        "def a(x: dict[str, Any]) -> None: ...\n"
+        "async def b() -> 'list[Any]': ...\n"
+        "def c(*args: typing.Any, **kw: object) -> None: ...\n"
+        "def d(x: object, y: 'Mapping[str, object]') -> int | None:\n"
+        "    z: Any = x\n"  # inside a body, not a signature
+        "    return None\n"
+    )
+    assert any_in_signatures(source) == [
+        "3 a: dict[str, Any]",
+        "4 b: 'list[Any]'",
+        "5 c: typing.Any",
+    ]
+
+
 def test_importing_rune_and_its_cli_loads_nothing_heavy() -> None:
     code = (
         "import sys, rune, rune.cli; "

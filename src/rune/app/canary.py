@@ -17,7 +17,6 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from rune.errors import ConfigError, SandboxDenied
 from rune.runtime import local_tool_runtime as loop_module
@@ -42,12 +41,15 @@ GUIDANCE_LINES = (
 )
 
 
-def _call(name: str, **arguments: Any) -> dict[str, Any]:
+def _call(name: str, **arguments: object) -> dict[str, object]:
     return {"content": "", "tool_calls": [{"function": {"name": name, "arguments": arguments}}]}
 
 
 def _runtime(
-    workspace: Path, turns: list[Any], max_iterations: int = 8, key: bytes = CANARY_KEY
+    workspace: Path,
+    turns: list[dict[str, object]],
+    max_iterations: int = 8,
+    key: bytes = CANARY_KEY,
 ) -> LocalToolRuntime:
     executor = ToolExecutor(SandboxPolicy.workspace_only(workspace), workspace)
     return LocalToolRuntime(
@@ -80,7 +82,7 @@ def check_breaker_message_pinned(workspace: Path) -> str | None:
 
 
 def check_budget_fields(workspace: Path) -> str | None:
-    cases = {
+    cases: dict[str, list[dict[str, object]]] = {
         "success": [{"content": "done"}],
         "pause": [_call("write_file", path="a.txt", content="a")],
         "failure": [_call("read_file", path="missing.txt")] * 2,

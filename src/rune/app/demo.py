@@ -121,11 +121,11 @@ def demo_check(project: Path) -> DemoCheck:
     return DemoCheck(context, change)
 
 
-def _call(name: str, **arguments: Any) -> dict[str, Any]:
+def _call(name: str, **arguments: object) -> dict[str, object]:
     return {"function": {"name": name, "arguments": arguments}}
 
 
-def _script_from(path: str) -> list[dict[str, Any]]:
+def _script_from(path: str) -> list[dict[str, object]]:
     try:
         turns = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:

@@ -18,17 +18,21 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rune import events as ev
 from rune.app import FILE_EDIT_TOOLS, BackendChoice, build_operator, watched_transport
 from rune.messages import PendingApproval
 from rune.settings.config import load
 from rune.transport.base import Transport
+
+if TYPE_CHECKING:
+    from rune.operator import RuneOperator
+    from rune.tools.builtin import BuiltinTool
 
 CHECK_TIMEOUT_S = 20
 #: approvals answered in one run at most (a model asking for the same change again and again)
@@ -75,7 +79,7 @@ class Task:
             files,
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "name": self.name,
             "request": self.request,
@@ -170,10 +174,10 @@ def run_task(
     choice: BackendChoice,
     *,
     approves: Callable[[PendingApproval], bool],
-    flags: Mapping[str, Any] | None = None,
+    flags: Mapping[str, object] | None = None,
     on_event: ev.EventSink = ev.ignore,
-    tools: Any = None,
-    prepare: Callable[[Any], None] | None = None,
+    tools: Iterable[BuiltinTool] | None = None,
+    prepare: Callable[[RuneOperator], None] | None = None,
     judge: Callable[[Path], bool] | None = None,
     without_assists: frozenset[str] = frozenset(),
 ) -> TaskOutcome:

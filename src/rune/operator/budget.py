@@ -50,7 +50,7 @@ CALL_LABEL_LIMIT = 120
 
 
 def split_system(
-    messages: Sequence[Mapping[str, Any]],
+    messages: Sequence[Mapping[str, object]],
 ) -> tuple[list[Message], list[Message]]:
     """The leading system messages and the rest."""
     at = leading_system(messages)
@@ -119,8 +119,8 @@ class ContextBudget:
         *,
         max_context: int | None = None,
         reserve_output_tokens: int = 1024,
-        tools: Sequence[Mapping[str, Any]] = (),
-        options: Mapping[str, Any] | None = None,
+        tools: Sequence[Mapping[str, object]] = (),
+        options: Mapping[str, object] | None = None,
     ) -> None:
         for label, value in (
             ("max_context", max_context),
@@ -179,7 +179,7 @@ class ContextBudget:
 
     # --- estimation ---------------------------------------------------------------------
 
-    def _count_tools(self, tools: Sequence[Mapping[str, Any]] | None) -> None:
+    def _count_tools(self, tools: Sequence[Mapping[str, object]] | None) -> None:
         """The tool schemas the next estimates (and ``observe``) count: a protocol whose prompt
         holds the tools sends none beside it (counting them would count them twice)."""
         tools = self._default_tools if tools is None else tools
@@ -187,14 +187,14 @@ class ContextBudget:
             self._counted = tools
             self._tools_chars = tools_chars(tools)
 
-    def _units(self, message: Mapping[str, Any]) -> float:
+    def _units(self, message: Mapping[str, object]) -> float:
         return message_chars(message) / self._chars_per_token + MESSAGE_OVERHEAD_TOKENS
 
     def _total(self, units: float) -> int:
         margin = CORRECTED_MARGIN if self._corrected else SAFETY_MARGIN
         return math.ceil((units + self._tools_chars / self._chars_per_token) * margin)
 
-    def estimate(self, messages: Sequence[Mapping[str, Any]]) -> int:
+    def estimate(self, messages: Sequence[Mapping[str, object]]) -> int:
         """Estimated prompt tokens of ``messages`` plus the tool schemas, with the margin."""
         return self._total(sum(self._units(m) for m in messages))
 
@@ -204,7 +204,7 @@ class ContextBudget:
         self,
         model: str,
         messages: Sequence[Message],
-        tools: Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, object]] | None = None,
     ) -> ShapedRequest:
         """``messages`` fitted into ``model``'s window, with ``tools`` (the schemas the request
         sends beside them; by default the ones this budget was built with) counted once."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from rich.table import Table
 from rich.text import Text
@@ -37,7 +36,7 @@ def command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     if isinstance(value, tuple | list):
         return ", ".join(str(v) for v in value) or "(none)"
     return str(value).lower() if isinstance(value, bool) else str(value)

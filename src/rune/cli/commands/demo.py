@@ -27,13 +27,13 @@ def command(args: argparse.Namespace) -> int:
 
     loaded = load_config(args)
     if needs_default_model(loaded):
-        from rune.models.catalog import DEFAULT_MODEL, find
+        from rune.models.catalog import DEFAULT_MODEL, QWEN_CODER_1_5B
 
         out.print(
             f"No model server answered and no coding model is pulled: getting {DEFAULT_MODEL} "
             "once (Rune runs it itself; later runs start in seconds)."
         )
-        status = pull_with_progress(find(DEFAULT_MODEL))
+        status = pull_with_progress(QWEN_CODER_1_5B)
         if status != EXIT_OK:
             return status
     project = create_demo_project()

