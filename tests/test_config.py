@@ -197,3 +197,23 @@ def test_every_settings_flag_is_an_option_of_rune_run() -> None:
     options = {o for action in command_parser("run")._actions for o in action.option_strings}
     flags = {s.flag for s in SETTINGS if s.flag is not None}
     assert flags and flags <= options
+
+
+def test_every_commands_help_for_a_settings_flag_is_the_declared_one() -> None:
+    # The help line of a setting's flag is declared with the setting (rune.settings.keys); a
+    # command may add its own default or context after it, never say something else.
+    from rune.cli import command_parser
+    from rune.cli.registry import COMMANDS
+    from rune.settings.keys import FLAGS, flag_help
+
+    seen = set()
+    for name in COMMANDS:
+        for action in command_parser(name)._actions:
+            for flag in set(action.option_strings) & FLAGS.keys():
+                seen.add(flag)
+                help_text = action.help or ""
+                declared = flag_help(flag)
+                assert help_text == declared or help_text.startswith(
+                    (f"{declared} (", f"{declared}; ")
+                ), f"rune {name} {flag}: {help_text!r}"
+    assert seen == FLAGS.keys()

@@ -8,53 +8,33 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rune.limits import MAX_ITERATIONS
+from rune.settings.keys import flag_help
+
 
 def _backend_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", help="model name, or a path to a .gguf file")
-    parser.add_argument(
-        "--backend",
-        help="'ollama' (at OLLAMA_HOST, default 127.0.0.1:11434), 'embedded', 'scripted', or "
-        "the base URL of an OpenAI-compatible server: llama-server, vLLM, LM Studio, e.g. "
-        "http://127.0.0.1:8080/v1 (default: Ollama if it answers, else the embedded model)",
-    )
+    parser.add_argument("--model", help=flag_help("--model"))
+    parser.add_argument("--backend", help=flag_help("--backend"))
     _api_key_option(parser)
-    parser.add_argument("--workspace", help="project directory (default: the current one)")
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        metavar="SECONDS",
-        help="how long the model server may send nothing before Rune gives up (default 300; "
-        "also RUNE_TIMEOUT or `timeout` in config.toml)",
-    )
+    parser.add_argument("--workspace", help=flag_help("--workspace"))
+    parser.add_argument("--timeout", type=float, metavar="SECONDS", help=flag_help("--timeout"))
     parser.add_argument(
         "--protocol",
         choices=("auto", "native", "text", "constrained", "blocks"),
-        help="how the model calls tools (default auto: constrained for the embedded backend, "
-        "native when the server's model has tools, else text)",
+        help=flag_help("--protocol"),
     )
 
 
 def _api_key_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--api-key",
-        metavar="KEY",
-        help="API key for an OpenAI-compatible server (other users can see it in `ps`: "
-        "RUNE_API_KEY or `api_key` in config.toml keep it out of sight)",
-    )
+    parser.add_argument("--api-key", metavar="KEY", help=flag_help("--api-key"))
 
 
 def _sandbox_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--write-root",
-        action="append",
-        metavar="DIR",
-        help="also let Rune write in DIR (default: only the workspace); repeatable",
+        "--write-root", action="append", metavar="DIR", help=flag_help("--write-root")
     )
     parser.add_argument(
-        "--allow-credential",
-        action="append",
-        metavar="PATH",
-        help="let Rune read this credential store, or a file in one (never write); repeatable",
+        "--allow-credential", action="append", metavar="PATH", help=flag_help("--allow-credential")
     )
 
 
@@ -65,22 +45,13 @@ def _inspect(parser: argparse.ArgumentParser) -> None:
 
 def _loop_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--max-iterations", type=int, metavar="N", help="model turns per budget, 1-8 (default 8)"
-    )
-    parser.add_argument(
-        "--max-budgets",
+        "--max-iterations",
         type=int,
         metavar="N",
-        help="budgets a task may chain while each one makes a change, 1-10 (default 3)",
+        help=f"{flag_help('--max-iterations')} (default {MAX_ITERATIONS})",
     )
-    parser.add_argument(
-        "--yes",
-        "-y",
-        action="count",
-        default=0,
-        help="approve file edits inside the workspace without asking (not sensitive ones: "
-        "AGENTS.md, conftest.py, CI, ...); give it twice to approve commands too",
-    )
+    parser.add_argument("--max-budgets", type=int, metavar="N", help=flag_help("--max-budgets"))
+    parser.add_argument("--yes", "-y", action="count", default=0, help=flag_help("--yes"))
 
 
 def _run(parser: argparse.ArgumentParser) -> None:
@@ -107,12 +78,10 @@ def _resume(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session", nargs="?", help="session id (see `rune sessions`)")
     _loop_options(parser)
     _sandbox_options(parser)
-    parser.add_argument("--model", help="use another model than the session's")
-    parser.add_argument("--backend", help="use another backend than the session's")
+    parser.add_argument("--model", help=f"{flag_help('--model')} (default: the session's)")
+    parser.add_argument("--backend", help=f"{flag_help('--backend')}; default: the session's")
     _api_key_option(parser)
-    parser.add_argument(
-        "--timeout", type=float, metavar="SECONDS", help="read timeout for the model server"
-    )
+    parser.add_argument("--timeout", type=float, metavar="SECONDS", help=flag_help("--timeout"))
     parser.add_argument(
         "--continue",
         dest="again",
@@ -160,7 +129,7 @@ def _undo_session(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "session", nargs="?", help="session id (default: the latest one of this workspace)"
     )
-    parser.add_argument("--workspace", help="project directory (default: the current one)")
+    parser.add_argument("--workspace", help=flag_help("--workspace"))
 
 
 def _undo(parser: argparse.ArgumentParser) -> None:
@@ -193,15 +162,18 @@ def _doctor(parser: argparse.ArgumentParser) -> None:
 
 def _check_model(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", nargs="?", help="the model to check (default: as `rune run`)")
-    parser.add_argument("--backend", help="'ollama', 'embedded' or an OpenAI-compatible base URL")
-    parser.add_argument("--timeout", type=float, metavar="SECONDS", help="the server's timeout")
+    parser.add_argument("--backend", help=flag_help("--backend"))
+    parser.add_argument("--timeout", type=float, metavar="SECONDS", help=flag_help("--timeout"))
     parser.add_argument(
         "--protocol",
         choices=("auto", "native", "text", "constrained", "blocks"),
-        help="how the model calls tools (default auto)",
+        help=flag_help("--protocol"),
     )
     parser.add_argument(
-        "--max-iterations", type=int, metavar="N", help="model turns per task (default 6)"
+        "--max-iterations",
+        type=int,
+        metavar="N",
+        help=f"{flag_help('--max-iterations')} (default 6)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON line instead")
 

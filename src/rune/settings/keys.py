@@ -1,7 +1,8 @@
 """Every setting, declared once: its key, what it means, what it takes, its command-line flag,
 whether its environment variable is a path list, and what a project file may do with it (a
-narrowing check, or why it is refused). :mod:`rune.settings.config` derives its tables from
-:data:`SETTINGS`; the CLI's flags and the docs' sentence on project files are checked against it
+narrowing check, or why it is refused), and the help line of its flag. :mod:`rune.settings.config`
+derives its tables from :data:`SETTINGS`, the CLI's registry its flags' help (:func:`flag_help`);
+the CLI's flags and the docs' sentence on project files are checked against it
 (tests/test_docs.py, tests/test_config.py).
 
 Standard library only.
@@ -36,6 +37,8 @@ class Setting:
     project: Check | str = "only the user's own config, env or flags may set it"
     #: for a key a project file may set, how the docs say what it may do
     may: May = ""
+    #: the flag's help line on the command line (default: ``means``)
+    help: str = ""
 
 
 def _anything(value: Any, current: Mapping[str, Any]) -> str | None:
@@ -90,6 +93,9 @@ SETTINGS: tuple[Setting, ...] = (
         "'ollama', 'embedded', 'scripted' or an http(s) base URL of an OpenAI-compatible server",
         flag="--backend",
         project=_SERVER,
+        help="'ollama' (at OLLAMA_HOST, default 127.0.0.1:11434), 'embedded', 'scripted', or "
+        "the base URL of an OpenAI-compatible server: llama-server, vLLM, LM Studio, e.g. "
+        "http://127.0.0.1:8080/v1 (default: Ollama if it answers, else the embedded model)",
     ),
     Setting(
         "ollama_host",
@@ -103,6 +109,8 @@ SETTINGS: tuple[Setting, ...] = (
         "a string",
         flag="--api-key",
         project="keys do not belong in a project's files; use the user file or env",
+        help="API key for an OpenAI-compatible server (other users can see it in `ps`: "
+        "RUNE_API_KEY or `api_key` in config.toml keep it out of sight)",
     ),
     Setting(
         "embedded_model",
@@ -116,6 +124,7 @@ SETTINGS: tuple[Setting, ...] = (
         "a directory path",
         flag="--workspace",
         project="a project file may not move the workspace",
+        help="project directory (default: the current one)",
     ),
     Setting(
         "max_iterations",
@@ -124,6 +133,7 @@ SETTINGS: tuple[Setting, ...] = (
         flag="--max-iterations",
         project=_not_above("max_iterations", MAX_ITERATIONS),
         may="lower",
+        help=f"model turns per budget, {MIN_ITERATIONS}-{MAX_ITERATIONS}",
     ),
     Setting(
         "max_budgets",
@@ -132,6 +142,8 @@ SETTINGS: tuple[Setting, ...] = (
         flag="--max-budgets",
         project=_not_above("max_budgets", DEFAULT_BUDGETS),
         may="lower",
+        help="budgets a task may chain while each one makes a change, "
+        f"1-{MAX_BUDGETS} (default {DEFAULT_BUDGETS})",
     ),
     Setting(
         "approval",
@@ -140,6 +152,8 @@ SETTINGS: tuple[Setting, ...] = (
         flag="--yes",
         project=_ask_only,
         may='`approval = "ask"`',
+        help="approve file edits inside the workspace without asking (not sensitive ones: "
+        "AGENTS.md, conftest.py, CI, ...); give it twice to approve commands too",
     ),
     Setting(
         "max_context",
@@ -178,6 +192,8 @@ SETTINGS: tuple[Setting, ...] = (
         # It changes how tool calls are written, not what they may do.
         project=_anything,
         may="set",
+        help="how the model calls tools (default auto: constrained for the embedded backend, "
+        "native when the server's model has tools, else text)",
     ),
     Setting("temperature", "sampling temperature", "a number from 0 to 2 (0 is greedy)"),
     Setting("seed", "sampling seed, for repeatable replies", "an integer"),
@@ -186,6 +202,8 @@ SETTINGS: tuple[Setting, ...] = (
         "seconds to wait for the model server to send anything (read timeout)",
         "a number of seconds from 1 to 86400 (default 300)",
         flag="--timeout",
+        help="how long the model server may send nothing before Rune gives up (default 300; "
+        "also RUNE_TIMEOUT or `timeout` in config.toml)",
     ),
     Setting(
         "sandbox.workspace_only",
@@ -202,6 +220,7 @@ SETTINGS: tuple[Setting, ...] = (
         path_list=True,
         project=_empty_only,
         may=_EMPTY,
+        help="also let Rune write in DIR (default: only the workspace); repeatable",
     ),
     Setting(
         "sandbox.read_roots",
@@ -219,6 +238,7 @@ SETTINGS: tuple[Setting, ...] = (
         path_list=True,
         project=_empty_only,
         may=_EMPTY,
+        help="let Rune read this credential store, or a file in one (never write); repeatable",
     ),
     Setting(
         "sandbox.contained_reads",
@@ -228,6 +248,16 @@ SETTINGS: tuple[Setting, ...] = (
         path_list=True,
     ),
 )
+
+#: each flag's setting
+FLAGS: dict[str, Setting] = {s.flag: s for s in SETTINGS if s.flag is not None}
+
+
+def flag_help(flag: str) -> str:
+    """The help line of ``flag`` on the command line, as its setting declares it (a flag no
+    setting declares is a KeyError: declare the setting first)."""
+    setting = FLAGS[flag]
+    return setting.help or setting.means
 
 
 def project_file_rule() -> str:
