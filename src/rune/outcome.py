@@ -84,9 +84,9 @@ def problems(events: Sequence[ToolEvent], kinds: ToolKinds) -> list[Problem]:
     # failed commands and checks by call signature, in the order they failed: (is a check, why)
     failed: dict[str, tuple[bool, Problem]] = {}
     for event in events:
-        signature = event.name + canonical_json(event.arguments)
         did_fail = event.status in ("failed", "denied")
         if event.name in kinds.commands:
+            signature = event.name + canonical_json(event.arguments)
             if event.status == "done" or did_fail:
                 failed.pop(signature, None)  # passed, or re-inserted last: the newest failure
             if did_fail:
@@ -96,6 +96,7 @@ def problems(events: Sequence[ToolEvent], kinds: ToolKinds) -> list[Problem]:
             if event.status == "done":
                 failed = {s: f for s, f in failed.items() if not f[0]}
             elif did_fail:
+                signature = event.name + canonical_json(event.arguments)
                 failed.pop(signature, None)
                 failed[signature] = (True, _check_problem(event))
         elif event.name in kinds.changes:
