@@ -17,7 +17,7 @@ from fakes.cli import rune
 from rune import events as ev
 from rune.grants import Grant
 from rune.operator import RuneOperator
-from rune.runtime.state import unseal
+from rune.pause.state import unseal
 from rune.sessions import SessionStore, journal, records
 from rune.sessions.fold import ended_status, fold
 from rune.sessions.journal import Record

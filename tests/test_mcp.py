@@ -459,7 +459,7 @@ def test_a_paused_mcp_call_is_rejected_without_calling(shared: McpManager, works
 
 def test_yes_never_approves_an_mcp_call_and_yes_yes_does(shared: McpManager) -> None:
     from rune.app import auto_approves
-    from rune.runtime.state import approval_of
+    from rune.pause.state import approval_of
 
     change = McpExecutor(shared).prepare("t__write_note", {"text": "x"})
     pending = approval_of(change)

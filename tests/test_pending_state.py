@@ -1,4 +1,4 @@
-"""One pause value, one serialisation path: the field table of ``rune.runtime.state``, the
+"""One pause value, one serialisation path: the field table of ``rune.pause.state``, the
 typed pause a response carries, and the seal over the same bytes main's Rune sealed."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 from rune import PendingState
 from rune.errors import InvalidPendingState
 from rune.messages import ToolEvent, ToolRequest
+from rune.pause.seal import sign
+from rune.pause.state import FIELDS, LOOP_FIELDS, LoopState, unseal, whole_form
 from rune.runtime.local_tool_runtime import LocalToolRuntime
-from rune.runtime.seal import sign
-from rune.runtime.state import FIELDS, LOOP_FIELDS, LoopState, unseal, whole_form
 from rune.sessions.journal import read_journal
 from rune.sessions.records import Paused, read
 from rune.tools.executor import ToolExecutor

@@ -15,8 +15,8 @@ from rune import events as ev
 from rune.assists.repair import FIRST_SEED, MAX_REPAIRS, SAMPLES, TEMPERATURE
 from rune.errors import ServerError
 from rune.messages import ChatResult, Message
+from rune.pause.state import PendingState
 from rune.runtime.local_tool_runtime import LocalToolRuntime, ShapedRequest, repeat_message
-from rune.runtime.state import PendingState
 from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.transport.scripted import ScriptedTransport
 

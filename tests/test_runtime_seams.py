@@ -18,13 +18,13 @@ from rune.calls import tool_request
 from rune.errors import InvalidPendingState
 from rune.messages import ChatResult, Message, ToolRequest, ToolStatus
 from rune.operator.budget import ContextBudget
-from rune.runtime import seal
+from rune.pause import seal
+from rune.pause.state import LoopState, PendingState, unseal
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.chat import ChatRequest
 from rune.runtime.local_tool_runtime import LocalToolRuntime
 from rune.runtime.protocol import Turn, Unusable, unanswered_calls
 from rune.runtime.runner import Runner
-from rune.runtime.state import LoopState, PendingState, unseal
 from rune.tools.executor import ToolExecutor
 from rune.tools.sandbox import SandboxPolicy
 from rune.tools.spec import PreparedChange

@@ -20,8 +20,8 @@ from rune import app
 from rune.assists.repair import SAMPLES, TEMPERATURE
 from rune.errors import RuneError
 from rune.messages import PendingApproval
+from rune.pause.state import PendingState
 from rune.runtime.local_tool_runtime import LocalToolRuntime
-from rune.runtime.state import PendingState
 from rune.tools import checks
 from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.transport.scripted import ScriptedTransport

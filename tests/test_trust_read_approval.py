@@ -24,8 +24,8 @@ from rune import LocalToolRuntime, ScriptedTransport
 from rune.app import auto_approves, sandbox_policy
 from rune.errors import ApprovalMismatch, InvalidPendingState, SandboxDenied
 from rune.operator.blocks import project_block
-from rune.runtime.seal import sign
-from rune.runtime.state import VERSION_FIELD, approval_of, unseal
+from rune.pause.seal import sign
+from rune.pause.state import VERSION_FIELD, approval_of, unseal
 from rune.settings.config import Settings
 from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.tools.spec import NeedsApproval

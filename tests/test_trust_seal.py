@@ -24,7 +24,7 @@ from tests.fakes.cli import call, final, rune
 from rune import LocalToolRuntime, SandboxPolicy, ScriptedTransport, ToolExecutor
 from rune.messages import canonical_json
 from rune.paths import seal_key_file
-from rune.runtime.seal import load_or_create_key
+from rune.pause.seal import load_or_create_key
 
 BROKEN = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"
@@ -141,7 +141,7 @@ def test_a_key_others_can_read_is_refused(project: Path) -> None:
 def test_processes_racing_to_create_the_key_all_get_the_same_one(tmp_path: Path) -> None:
     path = tmp_path / "data" / "approval.key"
     code = (
-        "import sys; from pathlib import Path; from rune.runtime.seal import load_or_create_key; "
+        "import sys; from pathlib import Path; from rune.pause.seal import load_or_create_key; "
         "print(load_or_create_key(Path(sys.argv[1])).hex())"
     )
     procs = [

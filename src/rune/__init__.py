@@ -15,7 +15,7 @@ _EXPORTS: dict[str, str] = {
     "ToolEvent": "rune.messages",
     "OperatorResponse": "rune.messages",
     "PendingApproval": "rune.messages",
-    "PendingState": "rune.runtime.state",
+    "PendingState": "rune.pause.state",
     "ChatResult": "rune.messages",
     "LocalToolRuntime": "rune.runtime.local_tool_runtime",
     "Transport": "rune.transport.base",
@@ -50,8 +50,8 @@ if TYPE_CHECKING:
     from rune.errors import RuneError
     from rune.messages import ChatResult, OperatorResponse, PendingApproval, ToolEvent, ToolRequest
     from rune.operator import RuneOperator
+    from rune.pause.state import PendingState
     from rune.runtime.local_tool_runtime import LocalToolRuntime
-    from rune.runtime.state import PendingState
     from rune.sessions import SessionStore
     from rune.tools.executor import ToolExecutor
     from rune.tools.sandbox import SandboxPolicy

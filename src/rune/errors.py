@@ -6,7 +6,7 @@ above the boundary never sees them::
 
     RuneError
     ├── ConfigError                 bad value in a config file, env var or flag; an unusable
-    │                               approval key (rune.runtime.seal)
+    │                               approval key (rune.pause.seal)
     ├── BackendUnavailable          the chosen backend cannot start (missing extra, no model file)
     ├── PullError                   `rune pull` could not fetch, assemble or verify a model
     ├── TransportError              anything between Rune and the model server

@@ -256,7 +256,7 @@ class ChatResult:
 
 
 class Pause(Protocol):
-    """A run's pause as a response carries it (:class:`rune.runtime.state.PendingState`, sealed)."""
+    """A run's pause as a response carries it (:class:`rune.pause.state.PendingState`, sealed)."""
 
     def to_json(self) -> dict[str, Any]: ...
 
@@ -266,7 +266,7 @@ class OperatorResponse:
     """The result of ``run``/``approve``/``reject``: success, pause, or typed failure.
 
     ``pause`` is the sealed state of a run that paused for approval (a
-    :class:`rune.runtime.state.PendingState`); ``pending_state`` is its plain JSON (a fresh dict on
+    :class:`rune.pause.state.PendingState`); ``pending_state`` is its plain JSON (a fresh dict on
     every access). Pass either to ``approve``/``reject``: the JSON on any runtime, in any
     process.
     """

@@ -29,7 +29,7 @@ def prompt_cache_dir() -> Path:
 
 
 def seal_key_file() -> Path:
-    """The per-user key that seals pending approvals (see :mod:`rune.runtime.seal`)."""
+    """The per-user key that seals pending approvals (see :mod:`rune.pause.seal`)."""
     return data_dir() / "approval.key"
 
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from rune.assists.tests import TestDriven
 from rune.messages import ToolRequest, ToolStatus
+from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
-from rune.runtime.state import LoopState
 
 __all__ = ["MAX_FAILED_CHECKS", "CheckBeforeAnswer"]
 

@@ -8,8 +8,8 @@ rejection is the operator's word, which the model has already read: no reminder.
 from __future__ import annotations
 
 from rune import outcome
+from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
-from rune.runtime.state import LoopState
 
 __all__ = ["NudgeAfterFailure"]
 

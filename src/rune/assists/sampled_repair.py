@@ -19,9 +19,9 @@ from rune.calls import tool_request
 from rune.formats import constrained
 from rune.formats.constrained import ConstrainedCall
 from rune.messages import ToolRequest
+from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
-from rune.runtime.state import LoopState
 from rune.tools.spec import Trial, Trials
 
 __all__ = ["SampledRepair"]

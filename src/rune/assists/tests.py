@@ -16,9 +16,9 @@ from rune import events as ev
 from rune.calls import tool_request
 from rune.errors import RuneError, TestsNotRun
 from rune.messages import OperatorResponse, ToolEvent, ToolRequest
+from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
-from rune.runtime.state import LoopState
 from rune.tools.spec import AutoCheck, AutoChecks
 
 __all__ = ["TestDriven", "started_with_tests", "unmoved_changes"]

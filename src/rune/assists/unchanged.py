@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 
 from rune import outcome
+from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
-from rune.runtime.state import LoopState
 
 __all__ = ["REMINDER", "NudgeWhenUnchanged", "asks_for_a_change"]
 

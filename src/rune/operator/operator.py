@@ -42,9 +42,9 @@ from rune.operator.blocks import (
 )
 from rune.operator.budget import ContextBudget, split_system
 from rune.operator.repo_map import map_block
+from rune.pause.state import PendingState
 from rune.runtime.assist import Assist
 from rune.runtime.local_tool_runtime import LocalToolRuntime, ShapedRequest
-from rune.runtime.state import PendingState
 from rune.sessions import records
 from rune.sessions.sink import JournalSink
 from rune.sessions.store import Session

@@ -24,9 +24,9 @@ from typing import Any, Protocol
 from rune import events as ev
 from rune.messages import ChatResult, Message, OperatorResponse, ToolEvent, ToolRequest, ToolStatus
 from rune.outcome import ToolKinds
+from rune.pause.state import LoopState
 from rune.runtime.chat import ChatRequest, ShapedRequest
 from rune.runtime.protocol import ToolProtocol
-from rune.runtime.state import LoopState
 from rune.tools.spec import Executor
 
 __all__ = ["Assist", "Hooks", "Loop"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Final
 
 from rune.calls import tool_request
-from rune.runtime.state import LoopState
+from rune.pause.state import LoopState
 
 __all__ = ["BREAKER_THRESHOLD", "LOOP_SOURCE", "breaker_message", "repeat_message", "tripped"]
 

@@ -4,7 +4,7 @@ Each queued call gets exactly one result, in order, so the conversation is alway
 for the next model call: an identical call already answered this turn gets that answer again
 (dedup), a call past :data:`rune.limits.MAX_CALLS_PER_TURN` is refused, a call whose arguments
 cannot be used is started and then fails, a read-only call runs, and a mutating call is
-prepared and pauses the run with a sealed :class:`rune.runtime.state.PendingState`.
+prepared and pauses the run with a sealed :class:`rune.pause.state.PendingState`.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from rune.calls import is_unusable, unusable_error
 from rune.errors import CommandFailed, RuneError, SandboxDenied, ToolError
 from rune.limits import MAX_CALLS_PER_TURN
 from rune.messages import OperatorResponse, ToolEvent, ToolRequest, ToolStatus
+from rune.pause.seal import load_or_create_key
+from rune.pause.state import LoopState, PendingState
 from rune.runtime.assist import Hooks, Loop
 from rune.runtime.breaker import tripped
 from rune.runtime.endings import Endings
 from rune.runtime.protocol import ToolProtocol
-from rune.runtime.seal import load_or_create_key
-from rune.runtime.state import LoopState, PendingState
 from rune.tools.spec import Executor, GrantsReads, NeedsApproval, PreparedChange
 
 __all__ = ["REJECTED", "Calls"]

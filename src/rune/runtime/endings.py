@@ -9,7 +9,7 @@ from rune import events as ev
 from rune import outcome
 from rune.errors import RuneError
 from rune.messages import OperatorResponse
-from rune.runtime.state import LoopState
+from rune.pause.state import LoopState
 from rune.tools.spec import ToolSpec
 
 __all__ = ["Endings", "tool_kinds"]

@@ -10,6 +10,7 @@ from typing import Any
 from rune.calls import native_request, tool_request
 from rune.formats import constrained, fallback
 from rune.messages import ChatResult, Message, ToolRequest, ToolSource, thaw
+from rune.pause.state import BLOCKS, CONSTRAINED, NATIVE, TEXT_FALLBACK
 from rune.runtime import blocks
 from rune.runtime.chat import ChatRequest
 from rune.runtime.protocol import (
@@ -21,7 +22,6 @@ from rune.runtime.protocol import (
     thinking_of,
     unanswered_calls,
 )
-from rune.runtime.state import BLOCKS, CONSTRAINED, NATIVE, TEXT_FALLBACK
 from rune.tools.spec import ToolSpec
 from rune.transport.base import DeltaSink
 

@@ -17,6 +17,7 @@ from rune import events as ev
 from rune.errors import RuneError, ToolsUnsupported
 from rune.limits import MAX_ITERATIONS
 from rune.messages import ChatResult, Message, OperatorResponse, ToolRequest, leading_system
+from rune.pause.state import NATIVE, TEXT_FALLBACK, LoopState, PendingState, unseal
 from rune.runtime.assist import Assist, Hooks
 from rune.runtime.calls import Calls
 from rune.runtime.chat import ChatRequest, RequestShaper, ShapedRequest, transport_failure
@@ -24,7 +25,6 @@ from rune.runtime.endings import Endings
 from rune.runtime.protocol import ToolProtocol, Turn
 from rune.runtime.protocols import PROTOCOLS, choose_protocol, likely_protocol, standard_protocol
 from rune.runtime.settings import check_settings
-from rune.runtime.state import NATIVE, TEXT_FALLBACK, LoopState, PendingState, unseal
 from rune.text import plural
 from rune.tools.spec import Executor
 from rune.transport.base import Transport
@@ -38,7 +38,7 @@ class Runner(Calls):
     ``max_iterations`` (1–8) caps the model calls of one ``run`` including its resumes;
     ``protocol`` is a name of :data:`PROTOCOLS` or a :class:`ToolProtocol` of the caller's;
     ``assists`` are called at fixed points (:mod:`rune.runtime.assist`); ``seal_key`` seals
-    pending states (by default the per-user key in Rune's data directory, :mod:`rune.runtime.seal`).
+    pending states (by default the per-user key in Rune's data directory, :mod:`rune.pause.seal`).
     """
 
     def __init__(
@@ -119,7 +119,7 @@ class Runner(Calls):
         """Apply the prepared change the state waits on (after re-validation), then go on.
 
         ``pending_state`` is ``OperatorResponse.pending_state`` (plain JSON, from this process
-        or another) or a :class:`rune.runtime.state.PendingState`; either way its seal is
+        or another) or a :class:`rune.pause.state.PendingState`; either way its seal is
         checked."""
         return self._resume(pending_state, None)
 

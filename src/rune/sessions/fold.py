@@ -66,7 +66,7 @@ class JournaledPause:
     def state(self) -> dict[str, Any]:
         """Put back whole when asked (a fresh dict each time): a session of a thousand
         pauses does not copy its conversation a thousand times to be opened."""
-        from rune.runtime.state import whole_form  # not at import: ``rune sessions`` starts fast
+        from rune.pause.state import whole_form  # not at import: ``rune sessions`` starts fast
 
         messages, events = self.before
         return whole_form(

@@ -63,7 +63,7 @@ class ToolFinished:
 
 class Shared(NamedTuple):
     """What a pause's record leaves out because the journal already holds it
-    (``rune.runtime.state.journal_form``): the first ``messages`` messages of the conversation after
+    (``rune.pause.state.journal_form``): the first ``messages`` messages of the conversation after
     the state's ``lead`` system messages, and the last ``events`` tool events before it."""
 
     lead: int = 0

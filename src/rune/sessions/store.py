@@ -13,7 +13,7 @@ that one journal, never a wrong answer.
 
 The journal grows linearly: a pause for approval carries the whole conversation, but its record
 keeps only what the journal does not already hold (the messages and tool events before it are
-referred to by count: ``rune.runtime.state.journal_form``; the fold puts them back).
+referred to by count: ``rune.pause.state.journal_form``; the fold puts them back).
 """
 
 from __future__ import annotations
@@ -178,11 +178,11 @@ class Session:
 
     def write(self, body: JournalRecord) -> Record:
         """Write one record; it is on disk (fsynced) when this returns. A pause is written in
-        the journal's form: without what the journal already holds (``rune.runtime.state``)."""
+        the journal's form: without what the journal already holds (``rune.pause.state``)."""
         from rune.sessions.records import Paused, Shared, data_of, kind_of
 
         if isinstance(body, Paused) and body.shared is None:
-            from rune.runtime.state import (
+            from rune.pause.state import (
                 journal_form,  # not at import: ``rune sessions`` starts fast
             )
 

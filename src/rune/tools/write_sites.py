@@ -41,7 +41,7 @@ ALLOWED_WRITE_SITES: frozenset[tuple[str, str]] = frozenset(
         # `rune acp`: the protocol's stream, a duplicate of stdout taken at start (no path)
         ("rune.acp.server", "_serve"),
         ("rune.sessions.store", "SessionStore.remove"),
-        ("rune.runtime.seal", "_create_key"),
+        ("rune.pause.seal", "_create_key"),
         ("rune.app.demo", "create_demo_project"),
         # `rune check-model` and the task suite: a shipped task's project written into a new
         # private temporary directory (names from Rune's own task data, never from a model).

@@ -3,7 +3,7 @@ pauses for approval.
 
 A pause ends the run. What it needs to go on later — the conversation, the queued calls, the
 budget used, the breaker's streak, the prepared change — is a frozen :class:`PendingState`,
-sealed with the user's key (:mod:`rune.runtime.seal`) and handed out as plain JSON
+sealed with the user's key (:mod:`rune.pause.seal`) and handed out as plain JSON
 (``OperatorResponse.pending_state``, the session journal). This module is the one place that
 writes that JSON and reads it back: :meth:`PendingState.to_json`, :meth:`PendingState.from_json`,
 and :func:`unseal`, which refuses a state this version of Rune did not write or that was
@@ -28,7 +28,7 @@ from rune.messages import (
     leading_system,
     thaw,
 )
-from rune.runtime import seal
+from rune.pause import seal
 from rune.tools.spec import PreparedChange
 
 #: 2: the seal is an HMAC over every field (version 1 states carried a plain SHA-256 of the
