@@ -8,33 +8,40 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rune.limits import MAX_ITERATIONS
-from rune.settings.keys import flag_help
+
+def _help(flag: str) -> str:
+    """A settings flag's help line, as its setting declares it (rune.settings.keys). Imported
+    when a command's options are built, not for ``rune --help``, which lists commands only."""
+    from rune.settings.keys import flag_help
+
+    return flag_help(flag)
+
+
+#: what --protocol takes (rune.runtime.protocols.PROTOCOLS, not imported for rune --help)
+PROTOCOL_CHOICES = ("auto", "native", "text", "constrained", "blocks")
 
 
 def _backend_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", help=flag_help("--model"))
-    parser.add_argument("--backend", help=flag_help("--backend"))
+    parser.add_argument("--model", help=_help("--model"))
+    parser.add_argument("--backend", help=_help("--backend"))
     _api_key_option(parser)
-    parser.add_argument("--workspace", help=flag_help("--workspace"))
-    parser.add_argument("--timeout", type=float, metavar="SECONDS", help=flag_help("--timeout"))
+    parser.add_argument("--workspace", help=_help("--workspace"))
+    parser.add_argument("--timeout", type=float, metavar="SECONDS", help=_help("--timeout"))
     parser.add_argument(
         "--protocol",
-        choices=("auto", "native", "text", "constrained", "blocks"),
-        help=flag_help("--protocol"),
+        choices=PROTOCOL_CHOICES,
+        help=_help("--protocol"),
     )
 
 
 def _api_key_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--api-key", metavar="KEY", help=flag_help("--api-key"))
+    parser.add_argument("--api-key", metavar="KEY", help=_help("--api-key"))
 
 
 def _sandbox_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--write-root", action="append", metavar="DIR", help=_help("--write-root"))
     parser.add_argument(
-        "--write-root", action="append", metavar="DIR", help=flag_help("--write-root")
-    )
-    parser.add_argument(
-        "--allow-credential", action="append", metavar="PATH", help=flag_help("--allow-credential")
+        "--allow-credential", action="append", metavar="PATH", help=_help("--allow-credential")
     )
 
 
@@ -48,10 +55,10 @@ def _loop_options(parser: argparse.ArgumentParser) -> None:
         "--max-iterations",
         type=int,
         metavar="N",
-        help=f"{flag_help('--max-iterations')} (default {MAX_ITERATIONS})",
+        help=f"{_help('--max-iterations')} (default 8)",
     )
-    parser.add_argument("--max-budgets", type=int, metavar="N", help=flag_help("--max-budgets"))
-    parser.add_argument("--yes", "-y", action="count", default=0, help=flag_help("--yes"))
+    parser.add_argument("--max-budgets", type=int, metavar="N", help=_help("--max-budgets"))
+    parser.add_argument("--yes", "-y", action="count", default=0, help=_help("--yes"))
 
 
 def _run(parser: argparse.ArgumentParser) -> None:
@@ -78,10 +85,10 @@ def _resume(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("session", nargs="?", help="session id (see `rune sessions`)")
     _loop_options(parser)
     _sandbox_options(parser)
-    parser.add_argument("--model", help=f"{flag_help('--model')} (default: the session's)")
-    parser.add_argument("--backend", help=f"{flag_help('--backend')}; default: the session's")
+    parser.add_argument("--model", help=f"{_help('--model')} (default: the session's)")
+    parser.add_argument("--backend", help=f"{_help('--backend')}; default: the session's")
     _api_key_option(parser)
-    parser.add_argument("--timeout", type=float, metavar="SECONDS", help=flag_help("--timeout"))
+    parser.add_argument("--timeout", type=float, metavar="SECONDS", help=_help("--timeout"))
     parser.add_argument(
         "--continue",
         dest="again",
@@ -129,7 +136,7 @@ def _undo_session(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "session", nargs="?", help="session id (default: the latest one of this workspace)"
     )
-    parser.add_argument("--workspace", help=flag_help("--workspace"))
+    parser.add_argument("--workspace", help=_help("--workspace"))
 
 
 def _undo(parser: argparse.ArgumentParser) -> None:
@@ -162,18 +169,18 @@ def _doctor(parser: argparse.ArgumentParser) -> None:
 
 def _check_model(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", nargs="?", help="the model to check (default: as `rune run`)")
-    parser.add_argument("--backend", help=flag_help("--backend"))
-    parser.add_argument("--timeout", type=float, metavar="SECONDS", help=flag_help("--timeout"))
+    parser.add_argument("--backend", help=_help("--backend"))
+    parser.add_argument("--timeout", type=float, metavar="SECONDS", help=_help("--timeout"))
     parser.add_argument(
         "--protocol",
-        choices=("auto", "native", "text", "constrained", "blocks"),
-        help=flag_help("--protocol"),
+        choices=PROTOCOL_CHOICES,
+        help=_help("--protocol"),
     )
     parser.add_argument(
         "--max-iterations",
         type=int,
         metavar="N",
-        help=f"{flag_help('--max-iterations')} (default 6)",
+        help=f"{_help('--max-iterations')} (default 6)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON line instead")
 
