@@ -8,6 +8,8 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 
+_DEFAULT_BACKEND = "default: Ollama if it answers, else the embedded model"
+
 
 def _help(flag: str) -> str:
     """A settings flag's help line, as its setting declares it (rune.settings.keys). Imported
@@ -23,7 +25,7 @@ PROTOCOL_CHOICES = ("auto", "native", "text", "constrained", "blocks")
 
 def _backend_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help=_help("--model"))
-    parser.add_argument("--backend", help=_help("--backend"))
+    parser.add_argument("--backend", help=f"{_help('--backend')} ({_DEFAULT_BACKEND})")
     _api_key_option(parser)
     parser.add_argument("--workspace", help=_help("--workspace"))
     parser.add_argument("--timeout", type=float, metavar="SECONDS", help=_help("--timeout"))
@@ -86,7 +88,7 @@ def _resume(parser: argparse.ArgumentParser) -> None:
     _loop_options(parser)
     _sandbox_options(parser)
     parser.add_argument("--model", help=f"{_help('--model')} (default: the session's)")
-    parser.add_argument("--backend", help=f"{_help('--backend')}; default: the session's")
+    parser.add_argument("--backend", help=f"{_help('--backend')} (default: the session's)")
     _api_key_option(parser)
     parser.add_argument("--timeout", type=float, metavar="SECONDS", help=_help("--timeout"))
     parser.add_argument(
@@ -169,7 +171,7 @@ def _doctor(parser: argparse.ArgumentParser) -> None:
 
 def _check_model(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", nargs="?", help="the model to check (default: as `rune run`)")
-    parser.add_argument("--backend", help=_help("--backend"))
+    parser.add_argument("--backend", help=f"{_help('--backend')} ({_DEFAULT_BACKEND})")
     parser.add_argument("--timeout", type=float, metavar="SECONDS", help=_help("--timeout"))
     parser.add_argument(
         "--protocol",

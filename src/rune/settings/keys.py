@@ -95,7 +95,7 @@ SETTINGS: tuple[Setting, ...] = (
         project=_SERVER,
         help="'ollama' (at OLLAMA_HOST, default 127.0.0.1:11434), 'embedded', 'scripted', or "
         "the base URL of an OpenAI-compatible server: llama-server, vLLM, LM Studio, e.g. "
-        "http://127.0.0.1:8080/v1 (default: Ollama if it answers, else the embedded model)",
+        "http://127.0.0.1:8080/v1",
     ),
     Setting(
         "ollama_host",
