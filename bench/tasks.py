@@ -242,6 +242,8 @@ def main() -> None:
                 for task in tasks:
                     outcome = run_task(task, args, transport, model, choice, slots)
                     outcomes.append(outcome)
+                    if args.json:  # after every task: a run cut short keeps what it did
+                        write_outcomes(args.json, outcomes)
                     mark = "fixed " if outcome.fixed else "FAILED"
                     changed = (
                         f"  edited {','.join(outcome.tests_changed)}"
@@ -261,8 +263,10 @@ def main() -> None:
     if args.runs > 1:
         for name in suites:
             print(f"all runs: {summary(name, [o.row() for o in outcomes if o.suite == name])}")
-    if args.json:
-        args.json.write_text(json.dumps([asdict(o) for o in outcomes], indent=1) + "\n")
+
+
+def write_outcomes(path: Path, outcomes: list[Outcome]) -> None:
+    path.write_text(json.dumps([asdict(o) for o in outcomes], indent=1) + "\n")
 
 
 if __name__ == "__main__":
