@@ -187,7 +187,7 @@ SETTINGS: tuple[Setting, ...] = (
         "protocol",
         "how the model calls tools",
         "'auto' (constrained for the embedded backend; native when the server's model has "
-        "tools, else text), 'native', 'text' or 'constrained'",
+        "tools, else text), 'native', 'text', 'constrained' or 'blocks'",
         flag="--protocol",
         # It changes how tool calls are written, not what they may do.
         project=_anything,
