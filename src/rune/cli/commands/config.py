@@ -21,14 +21,23 @@ def command(args: argparse.Namespace) -> int:
     from rune.settings.config import project_config_file, user_config_file
 
     loaded = load_config(args, warn=False)
-    table = Table("key", "value", "from", box=None)
+    rows = []
     for key in KEYS:
         value = loaded.settings.value(key)
         if key == "api_key" and value:
             value = "***"
         shown = "(not set)" if value is None else _show(value)
-        table.add_row(key, shown, loaded.sources[key])
-    out.print(table)
+        rows.append((key, shown, loaded.sources[key]))
+    if out.is_terminal:
+        table = Table("key", "value", "from", box=None)
+        for row in rows:
+            table.add_row(*row)
+        out.print(table)
+    else:
+        # Piped (no terminal width): a table would cut long values; whole ones, one a line.
+        width = max(len(key) for key, _, _ in rows)
+        for key, shown, source in rows:
+            out.print(f"{key:<{width}}  {shown}  {source}")
     out.print(f"user file:    {user_config_file()}")
     out.print(f"project file: {project_config_file(loaded.settings.workspace)}")
     for note in loaded.refused:
