@@ -29,6 +29,20 @@ def show_session(store: SessionStore, session_id: str, out: Console, err: Consol
     Shower(out).show(contents.records, session_id)
 
 
+#: what to type next, by where the session stands (the run's own last line says the same)
+NEXT_STEPS = {
+    "pending approval": "an approval is waiting: `rune resume {id}` shows it again to answer",
+    "incomplete": "`rune resume {id} --continue` goes on with a fresh budget",
+    "iteration limit": "`rune resume {id} --continue` runs the task on with a fresh budget",
+    "failed": "`rune resume {id}` tries again from the last good point",
+}
+
+
+def next_step(status: str, session_id: str) -> str:
+    """The line that ends ``sessions show``: how to pick the session up, when there is a way."""
+    return NEXT_STEPS.get(status, "").format(id=session_id)
+
+
 class Shower:
     """Prints records in the order a person saw them: the model's call, then the approval it
     needed (journaled first, so that a crash loses nothing), then the answer and the outcome."""
@@ -76,6 +90,9 @@ class Shower:
             if asked:
                 self._flush()
         self._flush()
+        step = next_step(folding.status, session_id)
+        if step:
+            self.out.print(Text(step, style="yellow"))
 
     def _flush(self) -> None:
         """The approval waiting to be shown, then the tool events, whole."""
