@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.fakes.cli import rune
+from tests.fakes.cli import call, final, rune
 
 
 def test_config_piped_prints_whole_values(home: Path) -> None:
@@ -28,3 +28,36 @@ def test_sessions_show_of_a_waiting_session_ends_with_how_to_resume_it(home: Pat
     assert shown.returncode == 0, shown.stderr
     last = shown.stdout.strip().splitlines()[-1]
     assert f"`rune resume {session_id}`" in last and "approval is waiting" in last
+
+
+def test_tool_lines_say_what_a_write_changed_and_that_a_silent_command_printed_nothing(
+    home: Path,
+) -> None:
+    workspace = home / "work"
+    workspace.mkdir()
+    (workspace / "calc.py").write_text("a = 1\nb = 2\nc = 3\n", encoding="utf-8")
+    done = rune(
+        home,
+        "run",
+        "--backend",
+        "scripted",
+        "--workspace",
+        str(workspace),
+        "--yes",
+        "--yes",
+        "change calc.py",
+        script=[
+            call("write_file", path="calc.py", content="a = 1\nb = 20\nc = 3\nd = 4\n"),
+            call("write_file", path="notes.txt", content="one\ntwo\n"),
+            call("run_command", command="true"),
+            call("read_file", path="notes.txt"),
+            final("Changed."),
+        ],
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [ln.strip() for ln in done.stdout.splitlines() if ln.strip().startswith("✓")]
+    assert "✓ write_file done: wrote calc.py (+2 −1)" in lines, lines
+    assert "✓ write_file done: created notes.txt (+2)" in lines, lines
+    assert "✓ run_command done: no output, exit code 0" in lines, lines
+    assert "✓ read_file done: 2 lines" in lines, lines
+    assert "of output" not in done.stdout.replace("no output", "")

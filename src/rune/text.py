@@ -15,6 +15,9 @@ import functools
 import re
 import unicodedata
 
+#: what a command that printed nothing shows in place of its output
+NO_OUTPUT = "(no output)"
+
 #: the Unicode categories that display differently from what they are, or not at all
 HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 

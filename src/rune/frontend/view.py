@@ -13,7 +13,7 @@ from rich.text import Text
 
 from rune.grants import Grant
 from rune.messages import OperatorResponse, PendingApproval, ToolEvent
-from rune.text import plural, visible
+from rune.text import NO_OUTPUT, plural, visible
 
 MAX_ARGUMENT_CHARS = 60
 #: a diff longer than this is shown cut: its head and tail, with the count of hidden lines
@@ -114,16 +114,49 @@ def _last_line(text: str) -> str:
     return text.rstrip().rpartition("\n")[2]
 
 
+def change_made(event: ToolEvent) -> str | None:
+    """What an applied file change did, from the diff it was approved with: ``wrote calc.py
+    (+3 −1)``, ``created notes.txt (+2)``; None for any other call."""
+    if not event.ok or not event.preview or event.name in SHOWN_OUTPUT_TOOLS:
+        return None
+    before = after = None
+    added = removed = 0
+    for line in event.preview.splitlines():
+        if line.startswith("--- ") and before is None:
+            before = line[4:]
+        elif line.startswith("+++ ") and after is None:
+            after = line[4:]
+        elif line.startswith("+") and not line.startswith("+++ "):
+            added += 1
+        elif line.startswith("-") and not line.startswith("--- "):
+            removed += 1
+    if before is None or after is None:
+        return None
+    if after == "/dev/null":
+        return f"deleted {visible(before.removeprefix('a/'), keep='')} (−{removed})"
+    path = visible(after.removeprefix("b/"), keep="")
+    if before == "/dev/null":
+        return f"created {path} (+{added})"
+    return f"wrote {path} (+{added} −{removed})"
+
+
 def tool_outcome(event: ToolEvent) -> str:
-    """The short tail of a tool line: what it produced or why it did not."""
+    """The short tail of a tool line: what it changed, produced, or why it did not."""
+    changed = change_made(event)
+    if changed is not None:
+        return changed
     ran = command_output(event)
     if event.ok or ran is not None:
         output = ran if ran is not None else event.output or ""
         warning = next((ln for ln in output.splitlines() if ln.startswith("WARNING:")), None)
-        lines = output.count("\n") + 1 if output else 0
-        outcome = f"{plural(lines, 'line')} of output"
         if ran is not None:
-            outcome = f"{outcome}, {_last_line(ran)[1:-1]}"
+            # The command's own lines, without the status line Rune adds ("[exit code 0]").
+            printed = ran.rstrip().rpartition("\n")[0]
+            lines = 0 if printed.strip() in ("", NO_OUTPUT) else printed.count("\n") + 1
+            said = f"{plural(lines, 'line')} of output" if lines else "no output"
+            outcome = f"{said}, {_last_line(ran)[1:-1]}"
+        else:
+            outcome = plural(output.count("\n") + 1 if output else 0, "line")
         return outcome if warning is None else f"{outcome}; {visible(warning, keep='')}"
     said = (event.error or event.status).splitlines() or [event.status]
     # A command that failed while it ran (stopped, timed out) ends with its status in brackets,

@@ -35,6 +35,7 @@ from pathlib import Path
 from rune.errors import CommandFailed, ToolError, ToolInputError
 from rune.messages import thaw
 from rune.stop import stop_requested
+from rune.text import NO_OUTPUT
 from rune.tools.base import Args, BuiltinTool, ToolContext, integer_arg, object_schema, string_arg
 from rune.tools.containment import (
     Plan,
@@ -315,7 +316,7 @@ def format_outcome(outcome: Outcome, timeout: float) -> str:
         status = f"[exit code {outcome.exit_code}]"
     if outcome.limits_hit:
         status += f"\n[it hit the sandbox's limit on {', '.join(outcome.limits_hit)}]"
-    return "\n".join(p for p in (text or "(no output)", hidden_note(hidden), status) if p)
+    return "\n".join(p for p in (text or NO_OUTPUT, hidden_note(hidden), status) if p)
 
 
 # --- the tool --------------------------------------------------------------------------------
