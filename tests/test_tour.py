@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from tests.fakes.cli import call, final, rune
 
 
@@ -61,3 +62,40 @@ def test_tool_lines_say_what_a_write_changed_and_that_a_silent_command_printed_n
     assert "✓ run_command done: no output, exit code 0" in lines, lines
     assert "✓ read_file done: 2 lines" in lines, lines
     assert "of output" not in done.stdout.replace("no output", "")
+
+
+@pytest.mark.anyio
+async def test_a_session_started_in_the_tui_is_titled_by_its_first_task(tmp_path: Path) -> None:
+    from rune.app import open_rune, session_store
+    from rune.config import load
+    from rune.tui import RuneApp
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    loaded = load(
+        {"backend": "scripted", "workspace": str(workspace)},
+        env={"RUNE_SCRIPT": ""},
+        user_file=tmp_path / "no-user-config.toml",
+    )
+    # As `rune` alone opens it: no task yet, so no title.
+    with open_rune(loaded, title="") as opened:
+        app = RuneApp(opened)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause(0.2)
+            await pilot.press(*"say hello", "enter")
+
+            def title() -> str:
+                (listed,) = [s for s in session_store().list() if s.id == opened.session_id]
+                return listed.title
+
+            for _ in range(100):  # the task is journaled as the turn starts
+                if title():
+                    break
+                await pilot.pause(0.05)
+            assert title() == "say hello"
+            await pilot.press("ctrl+q")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"

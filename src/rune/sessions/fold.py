@@ -10,7 +10,7 @@ appending; :func:`fold` is pure: the same records always give the same state.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rune.grants import Grant
@@ -120,6 +120,10 @@ class Folding:
             case Header():
                 self.header = body
             case UserTurn(message=message):
+                if not self.header.title:
+                    # A session opened before its task was typed (the TUI): the first task
+                    # names it, as the task of ``rune run`` does.
+                    self.header = replace(self.header, title=title_of(message))
                 self.turn_starts.append(len(self.messages))
                 self.messages.append(message)
                 self.status = "running"
@@ -166,6 +170,16 @@ class Folding:
             ended=self.ended,
             grants=tuple(self.grants),
         )
+
+
+#: how much of a task a session's title keeps (``rune sessions`` shows it in one line)
+TITLE_CHARS = 80
+
+
+def title_of(message: Mapping[str, Any]) -> str:
+    """A task's first line, cut to :data:`TITLE_CHARS`: the title of the session it starts."""
+    lines = str(message.get("content") or "").strip().splitlines()
+    return lines[0][:TITLE_CHARS] if lines else ""
 
 
 def fold(records: Iterable[Record]) -> SessionState:

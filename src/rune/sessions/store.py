@@ -50,7 +50,7 @@ __all__ = ["STATUSES", "Session", "SessionStore", "SessionSummary", "Status"]
 JOURNAL_NAME = "journal.jsonl"
 LOCK_NAME = "lock"
 SUMMARY_NAME = "summary.json"
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2  # 2: an untitled session takes its first task as title
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 #: the states ``prune`` may remove: the session ended, or never began
 PRUNABLE: frozenset[Status] = frozenset({"new", "done", "incomplete", "iteration limit", "failed"})
