@@ -26,6 +26,7 @@ from rune.app import (
     sandbox_policy,
     settings_from_header,
 )
+from rune.distribution import embedded_install_hint
 from rune.errors import BackendUnavailable, SandboxDenied, SessionLocked
 from rune.models.catalog import QWEN_CODER_0_5B, QWEN_CODER_1_5B, STAMP_SUFFIX, CatalogModel
 from rune.sessions import SessionStore
@@ -112,8 +113,8 @@ def test_nothing_anywhere_says_how_to_get_a_model(tmp_path: Path) -> None:
         assert hint in message
     # Without the embedded extra, installing it comes before the pull that needs it.
     without = no_backend_help(embedded=False)
-    assert without.index("ollama pull") < without.index("'rune-agent[embedded]'")
-    assert without.index("'rune-agent[embedded]'") < without.index("rune pull")
+    assert without.index("ollama pull") < without.index(embedded_install_hint())
+    assert without.index(embedded_install_hint()) < without.index("rune pull")
     assert no_backend_help(embedded=True).index("rune pull") < message.index("ollama pull")
 
 

@@ -172,7 +172,7 @@ def test_without_the_extra_pull_refuses_and_says_what_to_install(home: Path) -> 
     done = without_embedded(home, "pull", "smollm2:135m")
     assert done.returncode == EXIT_USAGE
     assert "embedded backend, which is not installed" in done.stderr
-    assert "[embedded]" in done.stderr  # the install hint, brackets and all
+    assert "-m pip install xllamacpp==" in done.stderr  # the hint for this venv
     assert "pulling" not in done.stdout
 
 
@@ -182,7 +182,7 @@ def test_without_the_extra_the_no_server_message_puts_what_works_first(home: Pat
     message = done.stdout  # the outcome line: a failure before the first step
     assert "embedded backend is not installed" in message
     assert message.index("start Ollama") < message.index("rune pull")
-    assert message.index("[embedded]") < message.index("rune pull")  # install first, then pull
+    assert message.index("pip install") < message.index("rune pull")  # install first, then pull
 
 
 def test_without_the_extra_a_named_catalogue_model_says_install_before_pull(home: Path) -> None:
@@ -192,7 +192,7 @@ def test_without_the_extra_a_named_catalogue_model_says_install_before_pull(home
     assert done.returncode != EXIT_OK
     said = done.stdout + done.stderr
     assert "embedded backend, which is not installed" in said
-    assert said.index("[embedded]") < said.index("rune pull qwen2.5-coder:1.5b")
+    assert said.index("pip install") < said.index("rune pull qwen2.5-coder:1.5b")
 
 
 def test_without_the_extra_doctor_gives_one_verdict(home: Path) -> None:
@@ -201,7 +201,7 @@ def test_without_the_extra_doctor_gives_one_verdict(home: Path) -> None:
     embedded = [line for line in checks if "embedded" in line.split(":")[0]]
     assert embedded == ["!!  embedded: not installed (it runs models without a server)"]
     assert "ok  server" not in done.stdout
-    assert "rune pull" not in done.stdout.split("pipx install")[0]  # install comes first
+    assert "rune pull" not in done.stdout.split("pip install")[0]  # install comes first
 
 
 def test_doctors_no_model_suggestion_is_safe_to_type_in_a_users_project(home: Path) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from rune import __version__
-from rune.distribution import DISTRIBUTION, EMBEDDED_INSTALL_HINT
+from rune.distribution import DISTRIBUTION, embedded_install_hint
 
 REPO = Path(__file__).resolve().parent.parent
 SRC = REPO / "src" / "rune"
@@ -126,7 +126,7 @@ def test_the_hint_names_the_distribution_pyproject_builds() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert project["name"] == DISTRIBUTION
     assert "embedded" in project["optional-dependencies"]
-    assert f"'{DISTRIBUTION}[embedded]'" in EMBEDDED_INSTALL_HINT
+    assert list(project["optional-dependencies"]["embedded"]) == ["xllamacpp==2026.10.11549"]
     assert project["scripts"] == {"rune": "rune.cli:main"}
 
 
@@ -218,3 +218,38 @@ def test_an_mcp_server_without_the_extra_says_how_to_add_it_to_a_pipx_install(ho
     said = done.stdout + done.stderr
     assert "the mcp package is not installed" in said, said
     assert "pipx inject rune-agent 'mcp" in said, said
+
+
+@pytest.mark.parametrize(
+    ("layout", "receipt", "hint"),
+    [
+        ("pipx", "", "pipx inject rune-agent xllamacpp==2026.10.11549"),
+        (
+            "uv",
+            '[tool]\nrequirements = [{ name = "rune-agent", directory = "/src/my rune" }]\n',
+            "uv tool install --force --with xllamacpp==2026.10.11549 '/src/my rune'",
+        ),
+        (
+            "uv",
+            '[tool]\nrequirements = [{ name = "rune-agent" }]\n',
+            "xllamacpp==2026.10.11549 rune-agent",
+        ),
+        ("uv", "not toml [", "xllamacpp==2026.10.11549 rune-agent"),
+        ("venv", "", "/.venv/bin/python -m pip install xllamacpp=="),
+    ],
+)
+def test_the_embedded_hint_follows_how_rune_was_installed(
+    tmp_path: Path, layout: str, receipt: str, hint: str
+) -> None:
+    """From the second newcomer tour: the hint began with a PyPI install of Rune, which a
+    Rune installed from a clone (pipx, uv tool, the clone's venv) does not want."""
+    prefix = tmp_path / {"pipx": "pipx/venvs/rune-agent", "uv": "uv/tools/x"}.get(layout, ".venv")
+    prefix.mkdir(parents=True)
+    if layout == "pipx":
+        (prefix / "pipx_metadata.json").write_text("{}")
+    if layout == "uv":
+        (prefix / "uv-receipt.toml").write_text(receipt)
+    said = embedded_install_hint(prefix)
+    assert hint in said, said
+    assert "\n" not in said and " or " not in said  # one way, the one that fits
+    assert f"'{DISTRIBUTION}[embedded]'" not in said

@@ -2,8 +2,7 @@
 
 The import package and the command are ``rune``; the distribution is ``rune-agent``, because
 ``rune`` on PyPI is another project (a secrets manager). Every hint Rune prints names the
-distribution through :data:`EMBEDDED_INSTALL_HINT` or :func:`extra_install_hint`, so it is
-spelled in one place.
+distribution through :func:`extra_install_hint`, so it is spelled in one place.
 
 Standard library only, and nothing is spawned at import: ``rune --help`` imports this module's
 package, and only ``rune --version`` asks git for the commit.
@@ -16,15 +15,8 @@ from pathlib import Path
 from rune import __version__
 
 DISTRIBUTION = "rune-agent"
-#: how to add the in-process llama.cpp backend (the ``embedded`` extra) to a Rune installed as
-#: the README's Install section says; inside a virtualenv, ``pip install`` takes the same
-#: argument. Until a release is on PyPI, the clone form is the one that works.
-EMBEDDED_INSTALL_HINT = (
-    f"pipx install --force '{DISTRIBUTION}[embedded]'"
-    " (in a clone of Rune: pipx install --force '.[embedded]')"
-)
 #: what each extra installs, when the installed metadata cannot say (pyproject.toml declares it)
-_EXTRA_PACKAGES = {"acp": "agent-client-protocol", "mcp": "mcp"}
+_EXTRA_PACKAGES = {"acp": "agent-client-protocol", "mcp": "mcp", "embedded": "xllamacpp"}
 GIT_TIMEOUT_S = 5.0
 #: the module the ``embedded`` extra installs (llama.cpp, in-process)
 EMBEDDED_MODULE = "xllamacpp"
@@ -68,23 +60,47 @@ def installer(prefix: Path | None = None) -> str:
 
 
 def extra_install_hint(extra: str, prefix: Path | None = None) -> str:
-    """One line that adds the optional ``extra`` (``acp``, ``mcp``) to this Rune, the way that
-    works for how it was installed: pipx and uv tool keep their own environments, where
-    ``pip install`` does not reach."""
+    """One line that adds the optional ``extra`` (``embedded``, ``acp``, ``mcp``) to this
+    Rune, the way that works for how it was installed: pipx and uv tool keep their own
+    environments, where ``pip install`` does not reach; a clone's (or any) virtualenv takes
+    ``pip install``. Never a PyPI install of Rune itself when Rune came from elsewhere."""
     import shlex
     import sys
 
     packages = " ".join(shlex.quote(r) for r in _extra_requirements(extra))
-    match installer(prefix):
+    where = Path(sys.prefix if prefix is None else prefix)
+    match installer(where):
         case "pipx":
             return f"pipx inject {DISTRIBUTION} {packages}"
         case "uv":
-            return (
-                f"uv tool install --force --with {packages} {DISTRIBUTION} (from a clone of "
-                f"Rune: uv tool install --force '.[{extra}]')"
-            )
+            source = shlex.quote(_uv_source(where))
+            return f"uv tool install --force --with {packages} {source}"
         case _:
-            return f"{shlex.quote(sys.executable)} -m pip install {packages}"
+            python = where / "bin" / "python" if prefix is not None else Path(sys.executable)
+            return f"{shlex.quote(str(python))} -m pip install {packages}"
+
+
+def embedded_install_hint(prefix: Path | None = None) -> str:
+    """How to add the in-process llama.cpp backend (the ``embedded`` extra) to this Rune."""
+    return extra_install_hint("embedded", prefix)
+
+
+def _uv_source(prefix: Path) -> str:
+    """What ``uv tool install`` installed Rune from, as its receipt recorded it: a clone's
+    directory, a wheel's path, or the distribution's name (PyPI)."""
+    import tomllib
+
+    try:
+        receipt = tomllib.loads((prefix / "uv-receipt.toml").read_text(encoding="utf-8"))
+        requirements = receipt["tool"]["requirements"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return DISTRIBUTION
+    for requirement in requirements if isinstance(requirements, list) else ():
+        if isinstance(requirement, dict) and requirement.get("name") == DISTRIBUTION:
+            for key in ("directory", "editable", "path", "git", "url"):
+                if isinstance(requirement.get(key), str):
+                    return str(requirement[key])
+    return DISTRIBUTION
 
 
 def checkout_root() -> Path | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from rune.distribution import EMBEDDED_INSTALL_HINT, embedded_installed
+from rune.distribution import embedded_install_hint, embedded_installed
 from rune.errors import BackendUnavailable
 from rune.models.catalog import DEFAULT_MODEL, CatalogModel, catalog_model_for, pulled_models
 from rune.models.catalog import find as find_catalog_model
@@ -60,7 +60,7 @@ def no_backend_help(embedded: bool | None = None) -> str:
         first = [
             ollama,
             url,
-            f"  - or let Rune run a model itself: first {EMBEDDED_INSTALL_HINT},"
+            f"  - or let Rune run a model itself: first {embedded_install_hint()},"
             f" then {PULL_HINT};\n",
         ]
     return (
@@ -216,7 +216,7 @@ def _not_pulled(model: CatalogModel) -> BackendUnavailable:
         # pull refuses without the backend that would run the model: say that first
         return BackendUnavailable(
             f"{model.name} runs in Rune's embedded backend, which is not installed: "
-            f"{EMBEDDED_INSTALL_HINT}; then {pull}. Or serve it with Ollama (`ollama serve`)"
+            f"{embedded_install_hint()}; then {pull}. Or serve it with Ollama (`ollama serve`)"
         )
     return BackendUnavailable(
         f"{model.name} is not pulled yet: {pull}, or serve it with Ollama (`ollama serve`)"

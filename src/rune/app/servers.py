@@ -8,7 +8,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from rune.app.backend import EMBEDDED_CONTEXT, RECOMMENDED_MODEL, BackendChoice, EmbeddedBackend
-from rune.distribution import EMBEDDED_INSTALL_HINT
+from rune.distribution import embedded_install_hint
 from rune.errors import BackendUnavailable, ConfigError
 from rune.paths import prompt_cache_dir
 from rune.settings.config import Settings
@@ -71,7 +71,7 @@ def _open_embedded(
     except ImportError as err:
         raise BackendUnavailable(
             f"the embedded backend is not available ({err}); "
-            f"install it with: {EMBEDDED_INSTALL_HINT}"
+            f"install it with: {embedded_install_hint()}"
         ) from None
     from rune.transport.prompt_cache import SlotCache
 

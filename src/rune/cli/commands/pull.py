@@ -55,7 +55,7 @@ def pull_with_progress(model: CatalogModel) -> int:
         TransferSpeedColumn,
     )
 
-    from rune.distribution import EMBEDDED_INSTALL_HINT, embedded_installed
+    from rune.distribution import embedded_install_hint, embedded_installed
     from rune.models.pull import pull
 
     if model.is_pulled():
@@ -66,7 +66,7 @@ def pull_with_progress(model: CatalogModel) -> int:
         err.print(
             Text(
                 f"not pulled: {model.name} runs on Rune's embedded backend, which is not "
-                f"installed. Install it first: {EMBEDDED_INSTALL_HINT}; or use a server "
+                f"installed. Install it first: {embedded_install_hint()}; or use a server "
                 "instead (Ollama, or --backend URL of an OpenAI-compatible one).",
                 style="bold red",
             )
