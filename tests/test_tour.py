@@ -99,3 +99,21 @@ async def test_a_session_started_in_the_tui_is_titled_by_its_first_task(tmp_path
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def test_a_passing_test_run_says_so_on_its_tool_line(home: Path) -> None:
+    workspace = home / "work"
+    workspace.mkdir()
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (workspace / "test_calc.py").write_text(
+        "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n"
+    )
+    fixed = "def add(a, b):\n    return a + b\n"
+    done = rune(
+        home,
+        *("run", "--backend", "scripted", "--workspace", str(workspace), "--yes", "fix calc.py"),
+        script=[call("write_file", path="calc.py", content=fixed), final("Fixed.")],
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "✓ run_tests done: the tests pass" in done.stdout, done.stdout

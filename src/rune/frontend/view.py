@@ -24,6 +24,9 @@ OUTPUT_HEAD_LINES = 8
 OUTPUT_TAIL_LINES = 4
 #: tools whose output is shown (others say how many lines they produced)
 SHOWN_OUTPUT_TOOLS = frozenset({"run_command"})
+#: tools whose first line of output is their verdict ("the tests pass (Ran 2 tests …)"),
+#: shown on their tool line, as a failure's reason is
+VERDICT_TOOLS = frozenset({"run_tests"})
 
 
 def describe_request(name: str, arguments: object) -> str:
@@ -153,8 +156,10 @@ def tool_outcome(event: ToolEvent) -> str:
             # The command's own lines, without the status line Rune adds ("[exit code 0]").
             printed = ran.rstrip().rpartition("\n")[0]
             lines = 0 if printed.strip() in ("", NO_OUTPUT) else printed.count("\n") + 1
-            said = f"{plural(lines, 'line')} of output" if lines else "no output"
-            outcome = f"{said}, {_last_line(ran)[1:-1]}"
+            printed_lines = f"{plural(lines, 'line')} of output" if lines else "no output"
+            outcome = f"{printed_lines}, {_last_line(ran)[1:-1]}"
+        elif event.name in VERDICT_TOOLS and output.strip():
+            outcome = visible(output.strip().splitlines()[0], keep="")
         else:
             outcome = plural(output.count("\n") + 1 if output else 0, "line")
         return outcome if warning is None else f"{outcome}; {visible(warning, keep='')}"
