@@ -60,7 +60,7 @@ def test_a_command_approval_shows_the_command_once_and_how_it_runs_in_one_line(
     assert approval.count("python3 -m platform") == 1, approval
     assert "$ $" not in approval
     how = [line for line in approval.splitlines() if "contained" in line.lower()]
-    assert len(how) == 1 and "Timeout 120 s." in how[0], approval
+    assert len(how) == 1 and "timeout 120 s" in how[0], approval
 
 
 def test_a_command_prefix_allowed_for_the_session_is_not_asked_again(home: Path) -> None:

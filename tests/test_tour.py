@@ -117,3 +117,14 @@ def test_a_passing_test_run_says_so_on_its_tool_line(home: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "✓ run_tests done: the tests pass" in done.stdout, done.stdout
+
+
+def test_a_command_approval_says_how_it_runs_in_one_short_line(home: Path) -> None:
+    script = [call("run_command", command="python3 -m platform"), final()]
+    done = rune(home, "run", "--backend", "scripted", "go", script=script, stdin="a\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    approval = done.stdout[done.stdout.index("Approval needed") : done.stdout.index("approve?")]
+    lines = [line.strip() for line in approval.splitlines()][1:]
+    assert lines[0] == "$ python3 -m platform"
+    assert len(lines) == 2 and len(lines[1]) <= 120, lines
+    assert "contained" in lines[1].lower() and "timeout 120 s" in lines[1]

@@ -42,8 +42,8 @@ from rune.tools.containment import (
     after_run,
     base_mounts,
     contained_environment,
-    describe,
     plan_mounts,
+    summary,
 )
 from rune.tools.display import escape_hidden, for_display, hidden_note
 from rune.tools.interpreter import project_environment
@@ -340,16 +340,14 @@ def _preview(ctx: ToolContext, command: str, timeout: int, bwrap: str | None) ->
     lines = [f"$ {shown}"]
     if hidden:
         lines.append(hidden_note(hidden))
-    # How it runs, in one line (it always runs in the workspace).
+    # How it runs, in one short line (it always runs in the workspace); the whole layout is
+    # in docs/sandbox.md.
     if bwrap is not None:
         plan = plan_mounts(ctx.policy, ctx.workspace, needs=command_needs(ctx))
-        how = describe(seccomp_works(bwrap), COMMAND.describe(), plan.reads, plan.complete)
+        how = summary(seccomp_works(bwrap), plan.complete)
     else:
-        how = (
-            "NOT contained: bubblewrap is not available, so this command runs with your full "
-            "user rights; it can read, change or send anything you can."
-        )
-    lines.append(f"{how} Timeout {timeout} s.")
+        how = "NOT contained (no working bubblewrap): it runs with your full user rights"
+    lines.append(f"{how}; timeout {timeout} s")
     return "\n".join(lines)
 
 

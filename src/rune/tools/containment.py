@@ -501,28 +501,17 @@ def after_run(plan: Plan, policy: SandboxPolicy, workspace: Path) -> list[str]:
     return notes
 
 
-def describe(seccomp: bool, limits: str, reads: Sequence[Path], complete: bool = True) -> str:
-    """What an approval says about a contained command: what it sees, reaches and may use."""
-    sockets = (
-        "no sockets but IP and netlink (seccomp), so no host service or hypervisor socket"
-        if seccomp
-        else "NO seccomp filter here, so UNIX sockets inside what it sees and vsock to a "
-        "hypervisor are reachable"
+def summary(seccomp: bool, complete: bool = True) -> str:
+    """How a contained command runs, in the few words an approval has room for; what it sees
+    and its limits, in full, are in docs/sandbox.md ("Commands")."""
+    said = (
+        "Contained (bubblewrap): no network, writes only in the workspace, home and secrets hidden"
     )
-    shown = ", ".join(str(p) for p in reads) or "nothing"
-    lines = [
-        f"Contained (bubblewrap): no network, {sockets}. It sees only the system directories "
-        f"({', '.join(d for d in SYSTEM_DIRS if os.path.lexists(d))}, without their secrets), "
-        "the workspace and, read-only: "
-        f"{shown}. Home is private and empty (add read-only paths with "
-        "sandbox.contained_reads in your user config, e.g. ~/.cache/pip); no environment "
-        "variable beyond the allow-list (`rune doctor`).",
-        f"Writes only in the workspace and a {TMP_SIZE // (1024 * 1024)} MiB /tmp; every .git "
-        f"read-only except what a commit needs, protected files read-only. Limits: {limits}.",
-    ]
+    if not seccomp:
+        said += "; NO seccomp filter here: UNIX sockets it can see are reachable"
     if not complete:
-        lines.append(
-            f"WARNING: the workspace has more than {SCAN_DIRS} directories; credential stores "
-            "and protected names deeper than the scan reached are NOT hidden or read-only."
+        said += (
+            f"; WARNING: past {SCAN_DIRS} directories, credential stores and protected names "
+            "are NOT hidden or read-only"
         )
-    return " ".join(lines)  # one line in an approval (issue 25)
+    return said
