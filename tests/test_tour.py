@@ -128,3 +128,22 @@ def test_a_command_approval_says_how_it_runs_in_one_short_line(home: Path) -> No
     assert lines[0] == "$ python3 -m platform"
     assert len(lines) == 2 and len(lines[1]) <= 120, lines
     assert "contained" in lines[1].lower() and "timeout 120 s" in lines[1]
+
+
+def test_continue_after_the_scripted_demo_says_the_script_is_spent_and_keeps_the_session(
+    home: Path,
+) -> None:
+    """The tour: reject the scripted demo's fix (exit 4, "answered, but not finished"), then
+    type the next step it offers, `rune resume ID --continue`."""
+    first = rune(home, "run", "--backend", "scripted", "fix calc.py", stdin="r not like that\n")
+    assert first.returncode == 4, first.stdout + first.stderr
+    (session_id,) = set(re.findall(r"rune resume (\d{8}-\d{6}-[0-9a-f]+) --continue", first.stdout))
+    again = rune(home, "resume", session_id, "--continue")
+    assert again.returncode == 1, again.stdout + again.stderr
+    outcome, then = again.stdout.strip().splitlines()[-2:]
+    assert outcome.startswith("✗ BackendUnavailable: the scripted backend"), again.stdout
+    assert "every turn" in outcome and "ProtocolError" not in again.stdout
+    assert f"session {session_id} is kept" in then and "with `--backend ollama`" in then
+    assert "tries again from the last good point" not in again.stdout
+    listed = rune(home, "sessions").stdout
+    assert f"{session_id}  incomplete" in listed, listed  # as it was: nothing ran

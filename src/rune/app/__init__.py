@@ -52,7 +52,7 @@ from rune.app.running import (
     session_store,
     watched_transport,
 )
-from rune.app.servers import capabilities, open_transport
+from rune.app.servers import capabilities, open_transport, script_spent
 from rune.grants import FILE_EDIT_TOOLS
 from rune.transport.base import DEFAULT_WINDOW
 
@@ -96,6 +96,7 @@ __all__ = [
     "protocol_for",
     "python_library_dirs",
     "sandbox_policy",
+    "script_spent",
     "session_store",
     "settings_from_header",
     "watched_transport",

@@ -12,7 +12,7 @@ from rune.distribution import embedded_install_hint
 from rune.errors import BackendUnavailable, ConfigError
 from rune.paths import prompt_cache_dir
 from rune.settings.config import Settings
-from rune.transport.base import Capabilities, Transport
+from rune.transport.base import Capabilities, Transport, TransportWrapper
 
 if TYPE_CHECKING:
     from rune.transport.ollama import OllamaChatTransport
@@ -45,6 +45,16 @@ def open_transport(
         case "openai":
             server = _openai(choice.url, settings, stack)
             return server, settings.model or _pick_model(server, choice)
+
+
+def script_spent(transport: Transport) -> bool:
+    """Whether ``transport`` replays a script (``--backend scripted``, under its wrappers) and
+    has no turn of it left: a resumed session that had them all would fail at its first call."""
+    from rune.transport.scripted import ScriptedTransport
+
+    while isinstance(transport, TransportWrapper):
+        transport = transport.inner
+    return isinstance(transport, ScriptedTransport) and transport.remaining == 0
 
 
 def _openai(url: str, settings: Settings, stack: ExitStack) -> OpenAICompatTransport:

@@ -11,6 +11,7 @@ from rune.cli.exits import (
     EXIT_OK,
 )
 from rune.cli.render import ConsoleReporter
+from rune.cli.unstarted import refuse_a_spent_script
 from rune.messages import OperatorResponse
 
 out, err = consoles.out, consoles.err
@@ -36,6 +37,8 @@ def command(args: argparse.Namespace) -> int:
             # A fresh budget from the last journaled point: after the budget ran out, an
             # unfinished answer, or a failure that may have been passing (a server error).
             again = args.again or status == "failed"
+            if again:
+                refuse_a_spent_script(rune)
             response: OperatorResponse | None = operator.retry() if again else operator.resume()
             return response
 
