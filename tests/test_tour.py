@@ -147,3 +147,17 @@ def test_continue_after_the_scripted_demo_says_the_script_is_spent_and_keeps_the
     assert "tries again from the last good point" not in again.stdout
     listed = rune(home, "sessions").stdout
     assert f"{session_id}  incomplete" in listed, listed  # as it was: nothing ran
+
+
+def test_the_readme_opens_with_the_two_commands_of_a_clone_and_installs_as_a_tool() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    lines = readme.splitlines()
+    assert lines[:2] == ["# Rune", ""] and lines[2] == "```bash"
+    block = lines[3 : lines.index("```", 3)]
+    commands = [line.split("#")[0].strip() for line in block if not line.startswith("#")]
+    assert commands == ["bash scripts/demo", "bash scripts/test"]
+    assert "in a clone" in block[0]
+    install = readme[readme.index("## Install") :]
+    first = re.search(r"```bash\n(?:.*#.*\n)*?(\w+ (?:tool )?install [^\n]*)", install)
+    assert first is not None and first.group(1).startswith(("pipx install", "uv tool install"))
+    assert len(lines) <= 160
