@@ -161,3 +161,26 @@ def test_the_readme_opens_with_the_two_commands_of_a_clone_and_installs_as_a_too
     first = re.search(r"```bash\n(?:.*#.*\n)*?(\w+ (?:tool )?install [^\n]*)", install)
     assert first is not None and first.group(1).startswith(("pipx install", "uv tool install"))
     assert len(lines) <= 160
+
+
+def test_rune_with_options_and_no_task_on_a_terminal_opens_the_interface(home: Path) -> None:
+    """The tour: `rune --backend scripted` (a flag, no task) said "the following arguments
+    are required: task" where `rune` alone opens the interface."""
+    import os
+    import sys
+    import time
+
+    from tests.fakes.terminal import Terminal
+
+    environment = {**os.environ, "HOME": str(home), "TERM": "xterm-256color"}
+    term = Terminal(
+        [sys.executable, "-m", "rune.cli", "--backend", "scripted"], env=environment, cwd=home
+    )
+    try:
+        term.expect("scripted-demo")
+        time.sleep(1)
+        term.send("\x11")  # Ctrl-Q
+        assert term.wait() == 0
+    finally:
+        term.close()
+    assert "required: task" not in term.output

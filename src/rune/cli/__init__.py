@@ -151,13 +151,29 @@ def shorthand(argv: Sequence[str]) -> list[str] | None:
 
     A first word that is a near-miss of a command's name (``rune sesions``) is left to
     :func:`unknown_command`, so a typo is an error that names the command, never a task."""
+    at_terminal = sys.stdin.isatty() and sys.stdout.isatty()
     if not argv:
-        return ["tui"] if sys.stdin.isatty() and sys.stdout.isatty() else None
+        return ["tui"] if at_terminal else None
     first = argv[0]
     if first in _TOP_OPTIONS or first in COMMANDS or near_miss(first):
         return None
+    if at_terminal and first.startswith("-") and options_only(argv):
+        return ["tui", *argv]  # `rune --model M`: the interface with those options
     # A task in plain words, or options before it (`rune --backend URL "TASK"`).
     return ["run", *argv]
+
+
+def options_only(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` is options of the interface and no task (``rune --backend URL``)."""
+    import contextlib
+    import io
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            known, extra = command_parser("tui").parse_known_args(list(argv))
+    except SystemExit:  # not options of the interface: `rune run` says what is wrong
+        return False
+    return not extra and getattr(known, "task", None) is None
 
 
 def unknown_command(name: str, command: str) -> str:
