@@ -184,3 +184,22 @@ def test_rune_with_options_and_no_task_on_a_terminal_opens_the_interface(home: P
     finally:
         term.close()
     assert "required: task" not in term.output
+
+
+def test_undo_takes_back_the_last_change_even_after_a_run_that_changed_nothing(
+    home: Path,
+) -> None:
+    workspace = home / "work"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("old\n")
+    fix = [call("write_file", path="notes.txt", content="new\n"), final("Changed.")]
+    common = ("run", "--backend", "scripted", "--workspace", str(workspace), "--yes")
+    assert rune(home, *common, "change the note", script=fix).returncode == 0
+    question = rune(home, *common, "what is in it?", script=[final("It says new.")])
+    assert question.returncode == 0, question.stdout + question.stderr
+    undone = rune(home, "undo", "--workspace", str(workspace))
+    assert undone.returncode == 0, undone.stdout + undone.stderr
+    assert (workspace / "notes.txt").read_text() == "old\n"
+    redone = rune(home, "redo", "--workspace", str(workspace))
+    assert redone.returncode == 0, redone.stdout + redone.stderr
+    assert (workspace / "notes.txt").read_text() == "new\n"

@@ -23,15 +23,30 @@ def _workspace(args: argparse.Namespace) -> Path:
     return workspace
 
 
-def _session_id(args: argparse.Namespace, workspace: Path) -> str | None:
+def _session_id(args: argparse.Namespace, workspace: Path, action: str) -> str | None:
+    """The session named, else the latest one of ``workspace`` with something to ``action``
+    (a later session that changed nothing, a question, does not hide the last change), else
+    its latest one, whose refusal says why."""
     from rune.app import session_store
+    from rune.errors import SessionError
+    from rune.sessions.changes import history
 
     if args.session:
         return str(args.session)
-    for summary in session_store().list():
-        if summary.workspace and Path(os.path.realpath(summary.workspace)) == workspace:
-            return str(summary.id)
-    return None
+    store = session_store()
+    here = [
+        s.id
+        for s in store.list()
+        if s.workspace and Path(os.path.realpath(s.workspace)) == workspace
+    ]
+    for session_id in () if getattr(args, "show", False) else here:
+        try:
+            found = history(store.read(session_id).records)
+        except SessionError:
+            continue
+        if found.undone if action == "redo" else found.latest_applied() is not None:
+            return str(session_id)
+    return str(here[0]) if here else None
 
 
 def carry_out(args: argparse.Namespace, action: str) -> int:
@@ -39,7 +54,7 @@ def carry_out(args: argparse.Namespace, action: str) -> int:
     from rune.sessions import undo as undoing
 
     workspace = _workspace(args)
-    session_id = _session_id(args, workspace)
+    session_id = _session_id(args, workspace, action)
     if session_id is None:
         _err.print(Text(f"no session has worked in {visible(str(workspace), keep='')}"))
         return EXIT_FAILED
