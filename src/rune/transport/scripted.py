@@ -84,7 +84,10 @@ class ScriptedTransport:
             )
         )
         if self._next >= len(self._turns):
-            raise ProtocolError(f"scripted transport ran out of turns after {self._next}")
+            raise ProtocolError(
+                f"the scripted backend has no turn left after {self._next}: it replays a fixed "
+                "script, not a model, so it cannot go on from here"
+            )
         turn = self._turns[self._next]
         self._next += 1
         if isinstance(turn, BaseException):
