@@ -203,3 +203,36 @@ def test_undo_takes_back_the_last_change_even_after_a_run_that_changed_nothing(
     redone = rune(home, "redo", "--workspace", str(workspace))
     assert redone.returncode == 0, redone.stdout + redone.stderr
     assert (workspace / "notes.txt").read_text() == "new\n"
+
+
+def test_ctrl_c_while_an_approved_command_runs_leaves_the_session_interrupted(home: Path) -> None:
+    """Item e of the tour: a run stopped by Ctrl-C after its approval was answered is listed
+    as interrupted, not as waiting for an approval (not reproduced on this branch's base: a
+    guard)."""
+    import json
+    import os
+    import sys
+    import time
+
+    from tests.fakes.terminal import Terminal
+
+    script = home.parent / "sleep.json"
+    script.write_text(json.dumps([call("run_command", command="sleep 20"), final("ok")]))
+    environment = {
+        **os.environ,
+        "HOME": str(home),
+        "TERM": "xterm-256color",
+        "RUNE_SCRIPT": str(script),
+    }
+    argv = [sys.executable, "-m", "rune.cli", "run", "--backend", "scripted", "wait"]
+    term = Terminal(argv, env=environment, cwd=home)
+    try:
+        term.expect(r"approve\?")
+        term.send("a\r")
+        time.sleep(1.5)  # the command runs
+        term.send("\x03")
+        assert term.wait() == 130, term.output
+    finally:
+        term.close()
+    listed = rune(home, "sessions").stdout
+    assert " interrupted " in listed and "pending approval" not in listed, listed
