@@ -151,7 +151,8 @@ def shorthand(argv: Sequence[str]) -> list[str] | None:
 
     A first word that is a near-miss of a command's name (``rune sesions``) is left to
     :func:`unknown_command`, so a typo is an error that names the command, never a task."""
-    at_terminal = sys.stdin.isatty() and sys.stdout.isatty()
+    # A closed stdin or stdout is None here.
+    at_terminal = all(stream is not None and stream.isatty() for stream in (sys.stdin, sys.stdout))
     if not argv:
         return ["tui"] if at_terminal else None
     first = argv[0]
