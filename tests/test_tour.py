@@ -37,15 +37,10 @@ def test_tool_lines_say_what_a_write_changed_and_that_a_silent_command_printed_n
     workspace = home / "work"
     workspace.mkdir()
     (workspace / "calc.py").write_text("a = 1\nb = 2\nc = 3\n", encoding="utf-8")
+    common = ("run", "--backend", "scripted", "--workspace", str(workspace), "--yes", "--yes")
     done = rune(
         home,
-        "run",
-        "--backend",
-        "scripted",
-        "--workspace",
-        str(workspace),
-        "--yes",
-        "--yes",
+        *common,
         "change calc.py",
         script=[
             call("write_file", path="calc.py", content="a = 1\nb = 20\nc = 3\nd = 4\n"),
