@@ -231,3 +231,10 @@ def test_ctrl_c_while_an_approved_command_runs_leaves_the_session_interrupted(ho
         term.close()
     listed = rune(home, "sessions").stdout
     assert " interrupted " in listed and "pending approval" not in listed, listed
+
+
+def test_a_demo_whose_fix_was_rejected_says_why_it_is_not_checked(home: Path) -> None:
+    done = rune(home, "demo", "--backend", "scripted", stdin="r not like that\n")
+    assert done.returncode == 4, done.stdout + done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("? not checked: the last change was rejected (not like that)"), last

@@ -17,6 +17,7 @@ from rune.cli.exits import (
 from rune.cli.render import ConsoleReporter, ask_decision
 from rune.errors import BackendUnavailable, RuneError
 from rune.settings.config import ApprovalMode, LoadedConfig
+from rune.text import visible
 
 out, err = consoles.out, consoles.err
 
@@ -55,7 +56,11 @@ def command(args: argparse.Namespace) -> int:
     budget = response.budget_label
     fixed = verify_demo(project, loaded.settings.approval)
     if fixed is None:
-        out.print(Text(f"? not checked ({budget}); calc.py is in {project}", style="bold yellow"))
+        # An unfinished run (the fix rejected, or failed) keeps its exit status 4: say why.
+        why = f": {visible(response.incomplete)}" if response.incomplete else ""
+        out.print(
+            Text(f"? not checked{why} ({budget}); calc.py is in {project}", style="bold yellow")
+        )
         return status
     if fixed:
         out.print(Text(f"✓ fixed: add(2, 3) == 5 now ({budget}; {project})", style="bold green"))
