@@ -62,7 +62,7 @@ def test_tool_lines_say_what_a_write_changed_and_that_a_silent_command_printed_n
 @pytest.mark.anyio
 async def test_a_session_started_in_the_tui_is_titled_by_its_first_task(tmp_path: Path) -> None:
     from rune.app import open_rune, session_store
-    from rune.config import load
+    from rune.settings.config import load
     from rune.tui import RuneApp
 
     workspace = tmp_path / "ws"
