@@ -95,11 +95,11 @@ def test_rune_run_fixes_the_demo_bug_with_the_pulled_coder(
 
 #: the small library a user reports a failing test in (tests/live/shop_repo), and the bug
 SHOP_REPO = Path(__file__).resolve().parent / "live" / "shop_repo"
-SHOP_BUG = ("shop/discounts.py", "    free = quantity // 10", "    free = quantity // 9")
+SHOP_BUG = ("shop/discounts.py", "    if quantity < 0:", "    if quantity > 0:")
 SHOP_TASK = (
     "The test tests/test_discounts.py::BulkPriceTest::test_every_tenth_free fails with: "
-    "AssertionError: 800 != 900. Find the bug in the library code (the tests are right) "
-    "and fix it."
+    "ValueError: quantity must not be negative. Find the bug in the library code (the tests "
+    "are right) and fix it."
 )
 
 

@@ -43,6 +43,7 @@ class LineProtocol:
 
     name = "lines"
     withholds_answer = False
+    answer_schema = False
 
     def __init__(self, tools: Sequence[str]) -> None:
         self.tools = frozenset(tools)

@@ -49,7 +49,7 @@ class CheckBeforeAnswer(Assist):
     def before_answer(self, loop: Loop, state: LoopState) -> str | None:
         """An answer the protocol could not withhold (code blocks) goes back when it came too
         early; under a grammar it never comes."""
-        if self.answer_allowed(loop, state):
+        if loop.protocol_of(state).answer_schema or self.answer_allowed(loop, state):
             return None
         return f"Before you answer, run {min(loop.kinds.checks)} to check the code as it is now."
 

@@ -67,7 +67,14 @@ class ToolProtocol(Protocol):
 
     @property
     def withholds_answer(self) -> bool:
-        """Whether ``request(answer=False)`` keeps the next turn from being an answer."""
+        """Whether the assists that withhold an answer apply: ``request(answer=False)`` keeps
+        the next turn from being an answer (a schema), or an early answer is sent back."""
+        ...
+
+    @property
+    def answer_schema(self) -> bool:
+        """Whether the answer is withheld by the request's schema (an answer that comes anyway
+        is a server ignoring it, and is not sent back again); else by sending it back."""
         ...
 
     def prompt(self) -> str | None:

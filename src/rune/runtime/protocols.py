@@ -67,6 +67,7 @@ class _Tools:
         self.native_source = native_source
 
     withholds_answer = False
+    answer_schema = False
 
     result_message = staticmethod(answer_message)
 
@@ -164,6 +165,7 @@ class ConstrainedProtocol(_Tools):
 
     name = CONSTRAINED
     withholds_answer = True
+    answer_schema = True
 
     def __init__(self, specs: Sequence[ToolSpec], native_source: ToolSource) -> None:
         super().__init__(specs, native_source)

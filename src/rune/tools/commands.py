@@ -344,11 +344,22 @@ def _preview(ctx: ToolContext, command: str, timeout: int, bwrap: str | None) ->
     # in docs/sandbox.md.
     if bwrap is not None:
         plan = plan_mounts(ctx.policy, ctx.workspace, needs=command_needs(ctx))
-        how = summary(seccomp_works(bwrap), plan.complete)
+        how = summary(seccomp_works(bwrap), plan.complete) + _granted(ctx)
     else:
         how = "NOT contained (no working bubblewrap): it runs with your full user rights"
     lines.append(f"{how}; timeout {timeout} s")
     return "\n".join(lines)
+
+
+def _granted(ctx: ToolContext) -> str:
+    """What the user's own settings let a contained command read besides the defaults
+    (``sandbox.contained_reads``, allowed credentials): theirs to see in every approval."""
+    granted = [*ctx.policy.contained_reads, *ctx.policy.allow_credentials]
+    if not granted:
+        return ""
+    shown = ", ".join(for_display(str(path), keep="") for path in granted[:3])
+    more = f" and {len(granted) - 3} more" if len(granted) > 3 else ""
+    return f"; also reads (read-only, your settings) {shown}{more}"
 
 
 def prepare_command(ctx: ToolContext, args: Args) -> PreparedChange:
