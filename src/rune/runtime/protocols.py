@@ -214,9 +214,9 @@ class ConstrainedProtocol(_Tools):
         return unanswered_calls(history, self.native_source, self.calls_in)
 
 
-class BlocksProtocol(_Tools):
+class BlocksProtocol(TextProtocol):
     """Code changes as fenced blocks under a file's path, other calls as in the text protocol
-    (:mod:`rune.runtime.blocks`)."""
+    (:mod:`rune.runtime.blocks`); the request is the text protocol's."""
 
     name = BLOCKS
     #: no grammar keeps an answer out, but one that comes too early is sent back
@@ -225,17 +225,6 @@ class BlocksProtocol(_Tools):
 
     def prompt(self) -> str | None:
         return blocks.blocks_prompt(self.specs)
-
-    def request(
-        self,
-        messages: Sequence[Message],
-        *,
-        think: bool | None,
-        options: Mapping[str, Any] | None,
-        sink: DeltaSink,
-        answer: bool,
-    ) -> ChatRequest:
-        return ChatRequest(messages, None, think, options, sink)
 
     def read_turn(self, result: ChatResult) -> Turn:
         stored = assistant_message(result)
