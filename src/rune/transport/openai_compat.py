@@ -268,7 +268,7 @@ class OpenAICompatTransport(HttpTransport):
         except httpx.HTTPError as err:
             hint = (
                 "start llama-server (or vLLM, LM Studio) there, or check the address "
-                f"(--backend URL; now {self.root}{self.api_prefix})"
+                f"(--backend URL, or backend in config.toml; now {self.root}{self.api_prefix})"
             )
             raise translate_error(err, server=SERVER, unreachable_hint=hint) from None
 
