@@ -12,8 +12,10 @@ from fakes.ollama_server import FakeModel, FakeOllama, text_reply, tool_call, to
 from rune.assists import standard_assists
 from rune.assists.unchanged import REMINDER, asks_for_a_change
 from rune.runtime.local_tool_runtime import LocalToolRuntime
+from rune.tools.commands import bwrap_works, find_bwrap
 from rune.tools.executor import ToolExecutor
 from rune.tools.sandbox import SandboxPolicy
+from rune.tools.testing import auto_check
 from rune.transport.ollama import OllamaChatTransport
 
 BROKEN = "def add(a, b):\n    return a - b\n"
@@ -105,3 +107,42 @@ def test_a_rejected_change_is_the_users_word(ollama: FakeOllama, project: Path) 
 )
 def test_which_requests_ask_for_a_change(request_text: str, asks: bool) -> None:
     assert asks_for_a_change(request_text) is asks
+
+
+BWRAP = find_bwrap()
+TEST_CALC = """\
+import unittest
+
+from calc import add
+
+
+class TestAdd(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(add(2, 3), 5)
+"""
+
+
+@pytest.mark.skipif(
+    BWRAP is None or not bwrap_works(BWRAP), reason="bubblewrap cannot build a sandbox here"
+)
+def test_the_tests_failing_before_the_first_turn_do_not_keep_the_reminder_away(
+    ollama: FakeOllama, project: Path
+) -> None:
+    """The tests Rune runs before the first turn fail: that is why the task asks for a change,
+    not a failure of the model's, so an answer with no change still goes back."""
+    (project / "test_calc.py").write_text(TEST_CALC)
+    executor = ToolExecutor(SandboxPolicy.default(home=project.parent), project)
+    assists = standard_assists(
+        auto_checks=lambda request: auto_check(request, project, executor.policy), unchanged=True
+    )
+    transport = OllamaChatTransport(ollama.url, read_timeout=5)
+    runtime = LocalToolRuntime(
+        transport, executor, model="qwen3", protocol="native", assists=assists
+    )
+    ollama.script(text_reply("The tests pass now."), fix_call())
+    task = "The test test_calc.py::TestAdd::test_add fails. Fix add() in calc.py."
+    response = runtime.run([{"role": "user", "content": task}])
+    assert last_user_message(ollama, 1) == REMINDER
+    assert response.pending is not None
+    response = runtime.approve(response.pending_state)
+    assert response.success and (project / "calc.py").read_text() == FIXED

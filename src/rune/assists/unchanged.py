@@ -5,8 +5,10 @@ On the algorithm suite the 1.5B model twice answered with an account of the bug 
 should be called on the left and right sublists...") and changed nothing; the run ended
 "answered, no file changed" and the user who asked for a fix had none. So such an answer is sent
 back once, asking for the change or for the reason none is needed. Only a run that tried no
-change and had no failure: a rejected change is the user's word, a failure has its own
-reminder.
+change and had no failure of its own: a rejected change is the user's word, a failure has its
+own reminder; the project's tests failing before the first turn is why the change is asked for
+(the 1.5B, shown a spec task's failing tests, sent a reply cut off at the cap, then answered
+"the tests pass now" without a change).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import re
 from rune import outcome
 from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
+from rune.runtime.breaker import LOOP_SOURCE
 
 __all__ = ["REMINDER", "NudgeWhenUnchanged", "asks_for_a_change"]
 
@@ -53,9 +56,10 @@ class NudgeWhenUnchanged(Assist):
             return None
         if not loop.kinds.changes or outcome.changed(state.events, loop.kinds):
             return None
-        if any(e.name in loop.kinds.changes for e in state.events) or outcome.problems(
-            state.events, loop.kinds
-        ):
+        # The tests as Rune found them before the first turn (rune.assists.tests) failing is
+        # why the task asks for a change, not a failure of the model's own.
+        own = [e for e in state.events if not (e.source == LOOP_SOURCE and e.iteration == 0)]
+        if any(e.name in loop.kinds.changes for e in own) or outcome.problems(own, loop.kinds):
             # a change tried and rejected (the user's word), or a change, command or check
             # that failed: that failure has its own reminder (rune.assists.nudge)
             return None
