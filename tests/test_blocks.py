@@ -4,6 +4,7 @@ fenced block under a file's path, written into the file by ``replace_function`` 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -201,3 +202,29 @@ def test_a_block_pauses_for_approval_and_an_early_answer_is_sent_back_for_a_chec
         "role": "user",
         "content": "Before you answer, run run_python to check the code as it is now.",
     }
+
+
+# --- hostile replies ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line", ["a." * 50_000 + "!", "a-" * 50_000 + ".py!", "." * 100_000, "# " + "a." * 50_000]
+)
+def test_a_long_line_above_or_in_a_block_is_read_in_linear_time(project: Path, line: str) -> None:
+    """Path-like lines of 100 KB: the header, prose and first-line patterns backtracked
+    quadratically (27 s for 40 KB) before each was bounded to a path's length."""
+    started = time.monotonic()
+    above = parse_blocks(f"{line}\n```python\n{FIX}```", specs(project))
+    inside = parse_blocks(f"calc.py\n```python\n{line}\n{FIX}```", specs(project))
+    assert time.monotonic() - started < 5
+    assert above.error is not None and "no file path" in above.error
+    assert inside.calls and inside.calls[0].arguments["path"] == "calc.py"
+
+
+def test_a_long_fence_line_is_read_in_linear_time(project: Path) -> None:
+    """The fence pattern's spaces before the info string overlapped the info string's own:
+    8 s for 30 KB of spaces and a stray backtick."""
+    started = time.monotonic()
+    turn = parse_blocks("```" + " \t" * 50_000 + "`\nadd() adds now.", specs(project))
+    assert time.monotonic() - started < 5
+    assert turn.answer is not None and turn.calls == []

@@ -38,13 +38,15 @@ __all__ = [
     "reply",
 ]
 
-_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\n`]*)$")
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})([^\n`]*)$")
 #: a path as a model writes it on its own line: `hello.py`, **src/a.py**, hello.py:
 _PATH = re.compile(r"^[\w.\-/]*[\w\-]\.[A-Za-z0-9]{1,8}$")
 _HEADER_NOISE = " \t*`#:>'\""
 _HEADER_WORDS = re.compile(r"^(?:file(?:name)?|path|in|update|updated|new|fixed)\s*:?\s+", re.I)
 _PATH_COMMENT = re.compile(r"^\s*#\s*(?:file(?:name)?\s*:\s*)?(\S+\.[A-Za-z0-9]{1,8})\s*$", re.I)
-_MENTIONED = re.compile(r"[\w.\-/]*\w\.py\b")
+#: the longest text read as a path: a longer line is prose (and the patterns stay linear)
+MAX_PATH = 255
+_TOKEN_NOISE = _HEADER_NOISE + "(),;"
 #: fenced languages that show something rather than change it (a shell session, output)
 _SHOWN = frozenset({"bash", "sh", "shell", "console", "text", "output", "txt", "json"})
 _PYTHON_SUFFIXES = (".py", ".pyi")
@@ -151,7 +153,11 @@ def _call_of(block: _Block, code_tools: set[str], names: frozenset[str]) -> Bloc
     if target is None:
         if language.lower() in _SHOWN or not body.strip() or _is_tool_call(body, names):
             return None
-        mentioned = {m for m in _MENTIONED.findall(block.prose) if _clean(m)}
+        mentioned = {
+            token
+            for word in block.prose.split()
+            if (token := word.strip(_TOKEN_NOISE).rstrip(".!?")).endswith(".py") and _clean(token)
+        }
         if len(mentioned) != 1:
             return (
                 "a code block has no file path: write the file's path on the line before "
@@ -166,7 +172,7 @@ def _call_of(block: _Block, code_tools: set[str], names: frozenset[str]) -> Bloc
 
 
 def _header_target(header: str | None, code_tools: set[str]) -> str | None:
-    if header is None:
+    if header is None or len(header) > MAX_PATH + 32:
         return None
     cleaned = _HEADER_WORDS.sub("", header.strip(_HEADER_NOISE)).strip(_HEADER_NOISE)
     if cleaned in code_tools:
@@ -175,6 +181,8 @@ def _header_target(header: str | None, code_tools: set[str]) -> str | None:
 
 
 def _clean(text: str) -> str | None:
+    if len(text) > MAX_PATH + 8:
+        return None
     text = text.strip(_HEADER_NOISE)
     return text if _PATH.match(text) and ".." not in text.split("/") else None
 
@@ -182,7 +190,7 @@ def _clean(text: str) -> str | None:
 def _path_comment(body: str) -> tuple[str, str | None]:
     """The body without a first line that names its file (``# hello.py``), and that name."""
     first, _, rest = body.partition("\n")
-    match = _PATH_COMMENT.match(first)
+    match = _PATH_COMMENT.match(first) if len(first) <= MAX_PATH + 16 else None
     if match is None or _clean(match.group(1)) is None:
         return body, None
     return rest, match.group(1)
