@@ -228,3 +228,15 @@ def test_a_long_fence_line_is_read_in_linear_time(project: Path) -> None:
     turn = parse_blocks("```" + " \t" * 50_000 + "`\nadd() adds now.", specs(project))
     assert time.monotonic() - started < 5
     assert turn.answer is not None and turn.calls == []
+
+
+def test_a_class_sent_with_only_the_method_that_changed_keeps_its_other_methods() -> None:
+    source = (
+        "class Calc:\n    def double(self, x):\n        return x + 1\n\n"
+        "    def half(self, x):\n        return x / 2\n"
+    )
+    block = "class Calc:\n    def double(self, x):\n        return x * 2\n"
+    after = write_definitions(Path("calc.py"), source, block)
+    assert "return x * 2" in after and "def half(self, x):\n        return x / 2" in after
+    whole = block + "\n    def half(self, x):\n        return x // 2\n"
+    assert write_definitions(Path("calc.py"), source, whole) == whole  # every method: the class

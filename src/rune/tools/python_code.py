@@ -185,11 +185,30 @@ def write_definitions(path: Path, source: str | None, code: str) -> str:
     lines = block.splitlines(keepends=True)
     result = source
     for node in definitions:
-        span = _span(node)
-        result = replace_definition(
-            path, result, node.name, "".join(lines[span.start - 1 : span.end])
-        )
+        for name, member in _members_to_write(source, node):
+            span = _span(member)
+            result = replace_definition(
+                path, result, name, "".join(lines[span.start - 1 : span.end])
+            )
     return _with_imports(result, [n for n in body if isinstance(n, ast.Import | ast.ImportFrom)])
+
+
+def _members_to_write(source: str, node: Definition) -> list[tuple[str, Definition]]:
+    """What a definition in a block replaces: itself, or, for a class the file has whose block
+    leaves out some of its methods (a model sends the class with the one method it changed),
+    each method it holds, one by one, so the others stay."""
+    if not isinstance(node, ast.ClassDef):
+        return [(node.name, node)]
+    present = [n for n in ast.parse(source).body if _named(n, node.name)]
+    if len(present) != 1 or not isinstance(present[0], ast.ClassDef):
+        return [(node.name, node)]
+    members = [n for n in node.body if not _is_docstring(n)]
+    if not all(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) for n in members):
+        return [(node.name, node)]
+    had = {n.name for n in present[0].body if isinstance(n, _DEFINITIONS)}
+    if had <= {n.name for n in members if isinstance(n, _DEFINITIONS)}:
+        return [(node.name, node)]
+    return [(f"{node.name}.{n.name}", n) for n in members if isinstance(n, _DEFINITIONS)]
 
 
 def _is_docstring(node: ast.stmt) -> bool:
