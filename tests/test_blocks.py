@@ -97,6 +97,8 @@ def test_other_tools_are_called_as_in_the_text_protocol_after_the_blocks(project
     )
     turn = parse_blocks(content, specs(project))
     assert [c.name for c in turn.calls] == ["replace_function", "read_file"]
+    fenced = parse_blocks(f"Reading it:\n```\n{content.split(chr(10))[-1]}\n```", specs(project))
+    assert fenced.calls == [BlockCall("read_file", {"path": "calc.py"})]
 
 
 def test_plain_text_is_the_answer_and_shown_blocks_are_not_calls(project: Path) -> None:

@@ -92,6 +92,9 @@ def parse_blocks(content: str, tools: Sequence[ToolSpec]) -> BlocksTurn:
             return BlocksTurn(error=call)
         if call is not None:
             calls.append(call)
+        else:  # a call the model fenced is still its call
+            fenced = fallback.parse_tool_calls(block.body, names).calls
+            calls.extend(BlockCall(c.name, dict(c.arguments)) for c in fenced)
     parsed = fallback.parse_tool_calls(outside, names)
     calls.extend(BlockCall(c.name, dict(c.arguments)) for c in parsed.calls)
     if calls:
