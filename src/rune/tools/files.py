@@ -235,19 +235,16 @@ def plan_replace_function(ctx: ToolContext, args: Args) -> FilePlan:
         )
     name, code = str(args["name"]).strip(), str(args["code"])
     check_text("replace_function", "code", code)
-    if not name:  # every definition the code holds (the code-block protocol's edits)
-        if before is not None:
-            check_not_binary(path, before, "replace_function")
-        source = None if before is None else decode_text(path, before)
-        after = python_code.write_definitions(path, source, code)
-        python_code.check_change(path, before, after.encode("utf-8"), whole_file=True)
-        return FilePlan(path, before, after.encode("utf-8"))
-    if before is None:
+    if before is None and name:
         raise _missing(ctx, str(args["path"]), path)
-    check_not_binary(path, before, "replace_function")
-    source = decode_text(path, before)
-    after = python_code.replace_definition(path, source, name, code)
-    python_code.check_change(path, before, after.encode("utf-8"), whole_file=False)
+    if before is not None:
+        check_not_binary(path, before, "replace_function")
+    source = None if before is None else decode_text(path, before)
+    if name and source is not None:
+        after = python_code.replace_definition(path, source, name, code)
+    else:  # every definition the code holds (the code-block protocol's edits)
+        after = python_code.write_definitions(path, source, code)
+    python_code.check_change(path, before, after.encode("utf-8"), whole_file=not name)
     return FilePlan(path, before, after.encode("utf-8"))
 
 
