@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from tests.fakes.openai_server import FakeOpenAIServer, text_reply
 
-from rune.errors import ToolError
+from rune.errors import SandboxDenied, ToolError
 from rune.local_tool_runtime import LocalToolRuntime
 from rune.runtime.blocks import BlockCall, parse_blocks, reply
 from rune.tool_executor import SandboxPolicy, ToolExecutor
@@ -242,3 +242,15 @@ def test_a_class_sent_with_only_the_method_that_changed_keeps_its_other_methods(
     assert "return x * 2" in after and "def half(self, x):\n        return x / 2" in after
     whole = block + "\n    def half(self, x):\n        return x // 2\n"
     assert write_definitions(Path("calc.py"), source, whole) == whole  # every method: the class
+
+
+@pytest.mark.parametrize("path", ["sitecustomize.py", ".git/hooks/check.py", "/etc/rune_evil.py"])
+def test_a_block_is_refused_where_write_file_is(project: Path, path: str) -> None:
+    """A block may create a file (an empty name writes every definition): it goes through the
+    same sandbox as write_file, so code-running and outside paths stay refused."""
+    ex = executor(project)
+    code = "def f():\n    return 1\n"
+    with pytest.raises(SandboxDenied):
+        ex.prepare("write_file", {"path": path, "content": code})
+    with pytest.raises(SandboxDenied):
+        ex.prepare("replace_function", {"path": path, "name": "", "code": code})
