@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 
 from rune import events as ev
-from rune.assists.repair import FIRST_SEED, MAX_REPAIRS, SAMPLES, TEMPERATURE
+from rune.assists.repair import (
+    CHARS_PER_TOKEN,
+    FIRST_SEED,
+    MAX_REPAIRS,
+    SAMPLES,
+    SIZE_FACTOR,
+    SLACK,
+    TEMPERATURE,
+)
 from rune.errors import ServerError
 from rune.messages import ChatResult, Message
 from rune.pause.state import PendingState
@@ -165,6 +173,9 @@ def test_a_change_the_failed_check_rejects_gives_way_to_a_sample_that_passes(ws:
     assert [m["role"] for m in samples[0].messages] == ["system", "user"]
     assert samples[0].messages[-1]["content"] == TASK[0]["content"]
     assert [r.options["seed"] for r in samples] == [FIRST_SEED, FIRST_SEED + 1, FIRST_SEED + 2]
+    # each sample may be about twice the change it replaces, not the run's whole output cap
+    own = len(change(TIMES)["content"]) // CHARS_PER_TOKEN
+    assert {r.options["num_predict"] for r in samples} == {SIZE_FACTOR * own + SLACK}
     forms = samples[0].response_schema["anyOf"]
     assert {f["properties"]["tool"]["enum"][0] for f in forms} == {
         "replace_function",
@@ -195,6 +206,18 @@ class CountingShaper:
 
     def observe(self, shaped: ShapedRequest, result: ChatResult) -> None:
         self.observed += 1
+
+
+def test_a_sample_never_may_take_more_than_the_runs_own_output_cap(ws: Path) -> None:
+    transport = ScriptedTransport(
+        [*(change(TIMES), check(), change(TIMES)), change(FIXED), check(), turn(answer="ok")]
+    )
+    runtime = LocalToolRuntime(
+        transport, executor(ws), model="m", protocol="constrained", options={"num_predict": 64}
+    )
+    resp = approve_all(runtime, runtime.run(TASK))
+    assert resp.success and sampled(transport) == [3]
+    assert transport.requests[3].options["num_predict"] == 64
 
 
 def test_the_samples_are_model_calls_the_budget_and_the_events_see(ws: Path) -> None:

@@ -109,7 +109,7 @@ def assists_for(
             return auto_check(request, workspace, policy)
 
     return standard_assists(
-        auto_checks=auto_checks, trials=executor, without=without, unchanged=True
+        auto_checks=auto_checks, trials=executor, without=without, unchanged=True, reask=True
     )
 
 

@@ -3,7 +3,8 @@
 Each assist is one module: :mod:`~rune.assists.tests` (tests drive the loop),
 :mod:`~rune.assists.check` (check before answer), :mod:`~rune.assists.nudge` (nudge after
 failure), :mod:`~rune.assists.unchanged` (nudge when nothing changed),
-:mod:`~rune.assists.sampled_repair` (sampled repair). :func:`standard_assists` is the
+:mod:`~rune.assists.sampled_repair` (sampled repair), :mod:`~rune.assists.reask` (ask again
+when a reply is cut off). :func:`standard_assists` is the
 list the loop runs unless its caller picks another (the composition root does, ``rune.app``).
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from rune.assists.check import CheckBeforeAnswer
 from rune.assists.nudge import NudgeAfterFailure
+from rune.assists.reask import ReaskWhenCut
 from rune.assists.sampled_repair import SampledRepair
 from rune.assists.tests import TestDriven
 from rune.assists.unchanged import NudgeWhenUnchanged
@@ -22,13 +24,14 @@ __all__ = [
     "CheckBeforeAnswer",
     "NudgeAfterFailure",
     "NudgeWhenUnchanged",
+    "ReaskWhenCut",
     "SampledRepair",
     "TestDriven",
     "standard_assists",
 ]
 
 #: every assist's name, in the order the loop runs them
-ASSIST_NAMES = ("tests", "check", "nudge", "unchanged", "repair")
+ASSIST_NAMES = ("tests", "check", "nudge", "unchanged", "repair", "reask")
 
 
 def standard_assists(
@@ -37,12 +40,15 @@ def standard_assists(
     trials: Trials | None = None,
     without: frozenset[str] = frozenset(),
     unchanged: bool = False,
+    reask: bool = False,
 ) -> list[Assist]:
     """Every assist that has what it needs (the tests need ``auto_checks``; the repair tries
     changes with ``trials``, by default the loop's executor when it can), but those named in
     ``without``. ``unchanged`` adds the reminder when nothing changed, which the ``rune``
     command runs: a library caller's loop keeps the design's rule that an answer ends the run
-    (a question asked as "fix..." is still answered)."""
+    (a question asked as "fix..." is still answered). ``reask`` adds asking again when a reply
+    is cut off, which the command runs too (a library caller's cut reply goes back to the
+    model as unusable, one model call each, as the design counts them)."""
     tests = TestDriven(auto_checks) if auto_checks is not None and "tests" not in without else None
     assists: list[Assist | None] = [
         tests,
@@ -50,5 +56,6 @@ def standard_assists(
         NudgeAfterFailure(),
         NudgeWhenUnchanged() if unchanged else None,
         SampledRepair(trials),
+        ReaskWhenCut() if reask else None,
     ]
     return [a for a in assists if a is not None and a.name not in without]

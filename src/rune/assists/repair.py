@@ -33,7 +33,7 @@ from typing import Any
 
 from rune.calls import tool_request
 from rune.errors import RuneError
-from rune.formats.constrained import ConstrainedCall, parse_turn
+from rune.formats.constrained import ConstrainedCall, parse_turn, reply
 from rune.messages import ToolEvent
 from rune.tools.spec import Trial
 
@@ -44,6 +44,11 @@ MAX_REPAIRS = 1
 TEMPERATURE = 1.0
 #: the seed of the first sample (the next ones count up), so a run repeats
 FIRST_SEED = 101
+#: a sample's output cap: this many times the size of the change it replaces, in tokens...
+SIZE_FACTOR = 2
+#: ...and this many more (a fix may be longer than the wrong change)
+SLACK = 256
+CHARS_PER_TOKEN = 3
 
 
 def failed_check(events: Sequence[ToolEvent], check_tools: frozenset[str]) -> ToolEvent | None:
@@ -54,16 +59,30 @@ def failed_check(events: Sequence[ToolEvent], check_tools: frozenset[str]) -> To
     return None
 
 
+def sample_limit(change: ConstrainedCall, options: Mapping[str, Any] | None) -> int:
+    """The output tokens a sample in place of ``change`` may take: :data:`SIZE_FACTOR` times
+    the change's size and :data:`SLACK` more, never above the run's own cap (``num_predict``).
+    Sampled at temperature 1 a small model sometimes runs on inside its code until the cap: on
+    a library's 20-line function, six such samples took the 1.5B ten minutes."""
+    size = len(reply(change)) // CHARS_PER_TOKEN
+    limit = SIZE_FACTOR * size + SLACK
+    own = (options or {}).get("num_predict")
+    return min(limit, own) if isinstance(own, int) and own > 0 else limit
+
+
 def sample_changes(
     ask: Callable[[Mapping[str, Any]], str],
     options: Mapping[str, Any] | None,
     tool_names: frozenset[str],
+    limit: int | None = None,
 ) -> Iterator[ConstrainedCall]:
     """Up to :data:`SAMPLES` calls the model writes at :data:`TEMPERATURE`, one per seed:
     ``ask(options)`` makes one model call (constrained to changes) and gives its reply
-    (replies that name no call are skipped)."""
+    (replies that name no call are skipped); ``limit``: the output tokens of each."""
     for k in range(SAMPLES):
         sampling = {**(options or {}), "temperature": TEMPERATURE, "seed": FIRST_SEED + k}
+        if limit is not None:
+            sampling["num_predict"] = limit
         turn = parse_turn(ask(sampling), tool_names)
         if turn.call is not None:
             yield turn.call

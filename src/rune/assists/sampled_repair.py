@@ -86,7 +86,8 @@ class SampledRepair(Assist):
             return str(result.message.get("content") or "")
 
         tool_names = frozenset(spec.name for spec in specs)
-        samples = repair.sample_changes(ask, base.options, tool_names)
+        limit = repair.sample_limit(ConstrainedCall(call.name, call.arguments), base.options)
+        samples = repair.sample_changes(ask, base.options, tool_names, limit)
         tried = {tool_request(call.name, call.arguments).signature}
         tried.update(
             tool_request(e.name, e.arguments).signature

@@ -8,7 +8,8 @@ The loop (:class:`rune.runtime.runner.Runner`) runs every assist it was given, i
 - ``after_result``: a call's result (text to add to what the model reads);
 - ``after_calls``: after the calls of a turn ran (it may end the run);
 - ``before_answer``: the model's final answer (a message that sends it back instead);
-- ``replace_call``: the one call of a turn, before it runs (another call in its place).
+- ``replace_call``: the one call of a turn, before it runs (another call in its place);
+- ``replace_reply``: the model's reply, before it is read (another reply in its place).
 
 An assist keeps what it must remember across a pause in ``state.assists[name]`` (sealed with
 the pending state); the rest of the loop's state is the loop's. What an assist may ask of the
@@ -115,6 +116,17 @@ class Assist:
     def replace_call(self, loop: Loop, state: LoopState, call: ToolRequest) -> ToolRequest:
         return call
 
+    def replace_reply(
+        self,
+        loop: Loop,
+        state: LoopState,
+        request: ChatRequest,
+        shaped: ShapedRequest | None,
+        result: ChatResult,
+    ) -> ChatResult:
+        """``result`` answers ``request`` (as the shaper fitted it: ``shaped``)."""
+        return result
+
     # --- its state ----------------------------------------------------------------------
 
     def memory(self, state: LoopState) -> dict[str, Any]:
@@ -140,6 +152,7 @@ class Hooks:
         self.after_calls = at("after_calls")
         self.before_answer = at("before_answer")
         self.replace_call = at("replace_call")
+        self.replace_reply = at("replace_reply")
 
 
 _HOOKS = (
@@ -150,6 +163,7 @@ _HOOKS = (
     "after_calls",
     "before_answer",
     "replace_call",
+    "replace_reply",
 )
 
 

@@ -204,6 +204,11 @@ class Runner(Calls):
             self.shaper.observe(shaped, result)
         for warning in result.warnings:
             self.note(state, warning)
+        for assist in self.hooks.replace_reply:
+            replaced = assist.replace_reply(self, state, request, shaped, result)
+            for warning in replaced.warnings if replaced is not result else ():
+                self.note(state, warning)
+            result = replaced
         return result
 
     def _supports_thinking(self) -> bool:
