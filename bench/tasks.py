@@ -95,6 +95,10 @@ class Outcome:
     replies: list[str]
     messages: list[dict[str, Any]]
     """The conversation the model saw (``--json`` keeps it, to read a run back)."""
+    assist_calls: list[str]
+    """The assist behind each model call Rune's help made (``repair``, ``reask``), in order."""
+    call_seconds: list[float]
+    """How long each model call took, in order."""
 
     def row(self) -> Row:
         return Row(self.fixed, self.exit0, self.seconds, self.calls, self.prompt_tokens)
@@ -105,12 +109,17 @@ def run_task(task: Task, args: argparse.Namespace, transport: FreshStart, model:
     """``task`` run as ``rune run --yes --yes`` runs it (:func:`rune.app.model_check.run_task`),
     with what the suites report besides: model calls, prompt tokens, test files changed."""
     calls: list[int] = []
+    call_seconds: list[float] = []
+    assist_calls: list[str] = []
     tests_before: dict[str, str] = {}
     changed: list[str] = []
 
     def note(event: ev.LoopEvent) -> None:
         if isinstance(event, ev.ModelCallFinished):
             calls.append(event.prompt_tokens or 0)
+            call_seconds.append(round(event.seconds, 1))
+        if isinstance(event, ev.AssistModelCall):
+            assist_calls.append(event.assist)
         if args.verbose and isinstance(event, ev.ToolStarted):
             call = json.dumps(dict(event.request.arguments), ensure_ascii=False)
             print(f"      > {event.request.name} {call[:300]}", flush=True)
@@ -156,7 +165,7 @@ def run_task(task: Task, args: argparse.Namespace, transport: FreshStart, model:
     return Outcome(
         task.suite, task.name, result.fixed, result.outcome == "done", result.steps,
         result.seconds, result.ended, len(calls), sum(calls), changed, result.tools,
-        result.replies, result.messages,
+        result.replies, result.messages, assist_calls, call_seconds,
     )  # fmt: skip
 
 
