@@ -115,7 +115,8 @@ def test_a_failed_write_then_an_answer_is_not_done(
 def test_an_answer_cut_off_at_the_token_limit_is_not_done(
     home: Path, ollama: FakeOllama, workspace: Path
 ) -> None:
-    ollama.script(reply(final("The fix is to change", done_reason="length")))
+    # asked again twice (rune.assists.reask), cut off each time
+    ollama.script(*[reply(final("The fix is to change", done_reason="length"))] * 3)
     done = run(home, ollama, workspace, "explain")
     assert done.returncode == EXIT_INCOMPLETE, done.stdout + done.stderr
     assert "cut off at the output token limit" in done.stdout

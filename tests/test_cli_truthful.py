@@ -19,6 +19,7 @@ from tests.fakes.cli import call, closed_port, final, journals, rune, session_of
 from tests.fakes.openai_server import FakeOpenAIServer, error_reply, text_reply
 from tests.fakes.terminal import Terminal
 
+from rune.assists.reask import MAX_REASKS
 from rune.cli import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE
 
 BROKEN = "def add(a, b):\n    return a - b\n"
@@ -295,11 +296,14 @@ def test_a_401_says_how_to_give_a_key(
 def test_a_reply_cut_off_at_the_output_cap_is_never_the_answer(
     home: Path, workspace: Path, server: FakeOpenAIServer
 ) -> None:
-    server.script(text_reply("The fix is to ", finish_reason="length"))
+    # asked again twice (rune.assists.reask), cut off each time
+    cut = text_reply("The fix is to ", finish_reason="length")
+    server.script(*[cut] * (MAX_REASKS + 1))
     url = server.base_url + "/v1"
     done = rune(home, "run", "--backend", url, "--workspace", str(workspace), "explain")
     assert done.returncode == EXIT_INCOMPLETE, done.stdout + done.stderr
     assert "not finished: the answer was cut off at the output token limit" in last_line(done)
+    assert len(server.chat_bodies) == MAX_REASKS + 1
 
 
 def test_rune_alone_on_a_terminal_opens_the_interface_in_this_directory(

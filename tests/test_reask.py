@@ -103,6 +103,17 @@ def test_a_run_asks_again_at_most_max_reasks_times(
     assert response.success and response.text == "days.py holds DAYS."
 
 
+def test_one_turn_asks_again_until_a_reply_is_not_cut(
+    server: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    server.script(text_reply(*LOOPING), text_reply(*LOOPING), text_reply(WRITE), text_reply(ANSWER))
+    runtime = runtime_for(server, tmp_path)
+    response = approved(runtime, runtime.run(list(TASK)))
+    assert response.success and (tmp_path / "days.py").read_text() == "DAYS = 5\n"
+    assert [b.get("seed") for b in server.chat_bodies] == [None, FIRST_SEED, FIRST_SEED + 1, None]
+    assert response.iterations_used == 2  # the re-asks belong to the step they replace
+
+
 def test_a_reply_that_is_not_cut_is_read_as_it_is(server: FakeOpenAIServer, tmp_path: Path) -> None:
     server.script(text_reply(ANSWER))
     response = runtime_for(server, tmp_path).run(list(TASK))

@@ -52,7 +52,7 @@ def standard_assists(
     tests = TestDriven(auto_checks) if auto_checks is not None and "tests" not in without else None
     assists: list[Assist | None] = [
         tests,
-        CheckBeforeAnswer(tests),
+        CheckBeforeAnswer(tests, trials),
         NudgeAfterFailure(),
         NudgeWhenUnchanged() if unchanged else None,
         SampledRepair(trials),

@@ -10,20 +10,36 @@ Small models call a wrong fix done, even right after seeing it fail (task suite,
 
 A change the user rejected needs no check; without a check tool there is no rule; when the loop
 runs the request's tests itself (:mod:`rune.assists.tests`), no reminder is added.
+
+A check proves a change only when it fails on the code as it was. A small model's own check
+often asserts something the bug never touched: on the algorithm suite the 1.5B's checks passed
+on four wrong fixes, and each run ended done. So when the run ends on an answer and every check
+of the model's that passed since its last change passes on the code as it was before the run
+changed it, too (tried with :class:`rune.tools.spec.Trials`, nothing written), the answer
+leaves the task unfinished (:data:`SHOWS_NOTHING`): nothing showed that the change works. The
+model is not told (its fix may be right); the person reading the outcome is.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
+
 from rune.assists.tests import TestDriven
-from rune.messages import ToolRequest, ToolStatus
+from rune.messages import ToolEvent, ToolRequest, ToolStatus
 from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
+from rune.tools.spec import Trials
 
-__all__ = ["MAX_FAILED_CHECKS", "CheckBeforeAnswer"]
+__all__ = ["MAX_FAILED_CHECKS", "SHOWS_NOTHING", "CheckBeforeAnswer"]
 
 #: failed checks in one run after which the model may answer anyway
 MAX_FAILED_CHECKS = 2
+#: why an answer is unfinished when the model's checks pass on the unchanged code too
+SHOWS_NOTHING = (
+    "the model's check passes on the code as it was before the change, too: "
+    "nothing showed that the change works"
+)
 
 
 class CheckBeforeAnswer(Assist):
@@ -31,8 +47,10 @@ class CheckBeforeAnswer(Assist):
 
     name = "check"
 
-    def __init__(self, tests: TestDriven | None = None) -> None:
+    def __init__(self, tests: TestDriven | None = None, trials: Trials | None = None) -> None:
         self._tests = tests
+        #: None: the loop's executor, when it is one
+        self._trials = trials
 
     def after_result(
         self, loop: Loop, state: LoopState, request: ToolRequest, status: ToolStatus
@@ -68,3 +86,29 @@ class CheckBeforeAnswer(Assist):
             if loop.executor.is_mutating(event.name):
                 return event.status == "rejected"
         return True
+
+    def unfinished(self, loop: Loop, state: LoopState) -> str | None:
+        trials = self._trials
+        if trials is None and isinstance(loop.executor, Trials):
+            trials = loop.executor
+        passed = _checks_since_last_change(state.events, loop.kinds.changes, loop.kinds.checks)
+        if trials is None or not passed or any(e.source == LOOP_SOURCE for e in passed):
+            return None  # nothing to try, no check passed, or the project's tests pass
+        for event in passed:
+            before = trials.try_before_changes(event.name, event.arguments)
+            if before is None or not before.passed:
+                return None  # this check shows the change (or cannot be tried: no verdict)
+        return SHOWS_NOTHING
+
+
+def _checks_since_last_change(
+    events: Sequence[ToolEvent], changes: Collection[str], checks: Collection[str]
+) -> list[ToolEvent]:
+    """The checks that passed after the run's last change it applied (none without one)."""
+    passed: list[ToolEvent] = []
+    for event in reversed(events):
+        if event.name in changes and event.status == "done":
+            return passed
+        if event.name in checks and event.status == "done":
+            passed.append(event)
+    return []

@@ -6,10 +6,10 @@ and the repetition guard (:mod:`rune.transport.repetition`) or the output cap cu
 Sent back as unusable, the loop's start stays in the context and the next greedy turn is worse:
 on the spec suite the model then answered "the tests pass now" with nothing written, or echoed
 Rune's own reminder as its answer. So a reply cut off is not read at all: the same request is
-asked again, sampled (:data:`TEMPERATURE`, a seed of its own, so a run repeats), and the new
-reply is read in its place. At most :data:`MAX_REASKS` a run; a reply cut off again is read as
-it is (the protocol sends it back as unusable). Each re-ask is an assist's model call, outside
-the step count, as the sampled repair's are.
+asked again, sampled (:data:`TEMPERATURE`, a seed of its own, so a run repeats), until a reply
+is not cut off, and that reply is read in its place. At most :data:`MAX_REASKS` a run; the last
+reply cut off is read as it is (the protocol sends it back as unusable). Each re-ask is an
+assist's model call, outside the step count, as the sampled repair's are.
 """
 
 from __future__ import annotations
@@ -43,18 +43,20 @@ class ReaskWhenCut(Assist):
         shaped: ShapedRequest | None,
         result: ChatResult,
     ) -> ChatResult:
-        asked = int(self.recalled(state).get("asked", 0))
-        if result.done_reason != "length" or asked >= MAX_REASKS:
-            return result
-        self.memory(state)["asked"] = asked + 1
-        sampling = {**(request.options or {}), "temperature": TEMPERATURE}
-        sampling["seed"] = FIRST_SEED + asked
-        # not streamed: a protocol's stream reader (the constrained one parses as it goes)
-        # has read the cut reply already
-        again = replace(request, options=sampling, on_delta=None)
-        loop.note(
-            state,
-            f"the model's reply was cut off; Rune asked again (sampled at temperature "
-            f"{TEMPERATURE}) and reads the new reply instead",
-        )
-        return loop.ask(state, again, shaped, by=self.name)
+        while result.done_reason == "length":
+            asked = int(self.recalled(state).get("asked", 0))
+            if asked >= MAX_REASKS:
+                break
+            self.memory(state)["asked"] = asked + 1
+            sampling = {**(request.options or {}), "temperature": TEMPERATURE}
+            sampling["seed"] = FIRST_SEED + asked
+            # not streamed: a protocol's stream reader (the constrained one parses as it
+            # goes) has read the cut reply already
+            again = replace(request, options=sampling, on_delta=None)
+            loop.note(
+                state,
+                f"the model's reply was cut off; Rune asked again (sampled at temperature "
+                f"{TEMPERATURE}) and reads the new reply instead",
+            )
+            result = loop.ask(state, again, shaped, by=self.name)
+        return result

@@ -8,6 +8,8 @@ The loop (:class:`rune.runtime.runner.Runner`) runs every assist it was given, i
 - ``after_result``: a call's result (text to add to what the model reads);
 - ``after_calls``: after the calls of a turn ran (it may end the run);
 - ``before_answer``: the model's final answer (a message that sends it back instead);
+- ``unfinished``: the answer that ends the run (why it leaves the task unfinished, when
+  the run's events do not show it);
 - ``replace_call``: the one call of a turn, before it runs (another call in its place);
 - ``replace_reply``: the model's reply, before it is read (another reply in its place).
 
@@ -113,6 +115,9 @@ class Assist:
     def before_answer(self, loop: Loop, state: LoopState) -> str | None:
         return None
 
+    def unfinished(self, loop: Loop, state: LoopState) -> str | None:
+        return None
+
     def replace_call(self, loop: Loop, state: LoopState, call: ToolRequest) -> ToolRequest:
         return call
 
@@ -151,6 +156,7 @@ class Hooks:
         self.after_result = at("after_result")
         self.after_calls = at("after_calls")
         self.before_answer = at("before_answer")
+        self.unfinished = at("unfinished")
         self.replace_call = at("replace_call")
         self.replace_reply = at("replace_reply")
 
@@ -162,6 +168,7 @@ _HOOKS = (
     "after_result",
     "after_calls",
     "before_answer",
+    "unfinished",
     "replace_call",
     "replace_reply",
 )

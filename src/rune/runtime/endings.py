@@ -57,13 +57,20 @@ class Endings:
             **fields,
         )
 
-    def finished(self, state: LoopState, text: str, *, cut_off: bool = False) -> OperatorResponse:
+    def finished(
+        self,
+        state: LoopState,
+        text: str,
+        *,
+        cut_off: bool = False,
+        also: Sequence[str | None] = (),
+    ) -> OperatorResponse:
         """The run's end with ``text`` as its answer (the model's, or an assist's), unfinished
-        as :mod:`rune.outcome` finds it."""
-        reason = outcome.incomplete_reason(outcome.problems(state.events, self.kinds))
-        if cut_off:
-            # The reply stopped at the output cap: what came is not the whole answer.
-            reason = outcome.CUT_OFF if reason is None else f"{reason}; {outcome.CUT_OFF}"
+        as :mod:`rune.outcome` finds it, and for the reasons in ``also`` (an assist's)."""
+        found = outcome.problems(state.events, self.kinds)
+        # The reply stopped at the output cap: what came is not the whole answer.
+        reasons = [outcome.incomplete_reason(found), *also, outcome.CUT_OFF if cut_off else None]
+        reason = "; ".join(r for r in reasons if r) or None
         return self.respond(
             state,
             success=True,

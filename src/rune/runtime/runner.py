@@ -81,10 +81,9 @@ class Runner(Calls):
     def run(
         self, messages: Sequence[Mapping[str, Any]], *, opening: int | None = None
     ) -> OperatorResponse:
-        """Run the loop on an Ollama-style conversation.
-
-        Tool calls of a final assistant message that have no result yet (a conversation saved
-        by a process that died mid-turn) are executed first, before the model is asked again.
+        """Run the loop on an Ollama-style conversation. Tool calls of a final assistant
+        message that have no result yet (a conversation saved by a process that died
+        mid-turn) are executed first, before the model is asked again.
         ``opening``: where the request this run works on is in ``messages`` (by default the
         last message, when it is the user's).
         """
@@ -254,7 +253,8 @@ class Runner(Calls):
             if reminder is not None:
                 state.messages.append({"role": "user", "content": reminder})
                 return None
-        return self.endings.finished(state, text, cut_off=done_reason == "length")
+        also = [a.unfinished(self, state) for a in self.hooks.unfinished]
+        return self.endings.finished(state, text, cut_off=done_reason == "length", also=also)
 
     # --- protocols ----------------------------------------------------------------------
 
