@@ -111,4 +111,7 @@ def test_the_loop_sends_a_looping_reply_back_instead_of_running_it(
     assert [e.name for e in response.events] == []
     fed_back = openai_server.chat_bodies[1]["messages"][-1]["content"]
     assert fed_back.startswith("Your reply could not be used")
+    # the model hears why it was stopped: not the output cap, which it never reached
+    assert "the reply repeated itself and Rune stopped it" in fed_back
+    assert "output token limit" not in fed_back
     assert any("repeated itself" in w for w in response.warnings)

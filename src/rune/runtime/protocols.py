@@ -24,6 +24,7 @@ from rune.runtime.protocol import (
 )
 from rune.tools.spec import ToolSpec
 from rune.transport.base import DeltaSink
+from rune.transport.repetition import REPEATED
 
 __all__ = [
     "PROTOCOLS",
@@ -196,8 +197,7 @@ class ConstrainedProtocol(_Tools):
         if turn.answer is not None:
             return Turn(stored, answer=turn.answer, thinking=thinking)
         error = turn.error or "the reply could not be read"
-        if result.done_reason == "length":
-            error += "; the reply hit the output token limit"
+        error += _cut_off(result)
         feedback = f"Your reply could not be used: {error}. {constrained.format_hint()}"
         unusable = Unusable(feedback, "reply", "<unusable reply>" + error)
         return Turn(stored, unusable=unusable, thinking=thinking)
@@ -235,8 +235,7 @@ class BlocksProtocol(TextProtocol):
         if turn.error is None:
             return Turn(stored, answer=turn.answer or "", thinking=thinking)
         error = turn.error
-        if result.done_reason == "length":
-            error += "; the reply hit the output token limit"
+        error += _cut_off(result)
         feedback = f"Your reply could not be used: {error}. {blocks.format_hint()}"
         unusable = Unusable(feedback, "reply", "<unusable reply>" + error)
         return Turn(stored, unusable=unusable, thinking=thinking)
@@ -263,6 +262,15 @@ def standard_protocol(
         BLOCKS: BlocksProtocol,
     }
     return kinds[name](specs, native_source)
+
+
+def _cut_off(result: ChatResult) -> str:
+    """Why a reply that could not be read stopped early, for the model ("" when it did not)."""
+    if result.done_reason != "length":
+        return ""
+    if any(w.startswith(REPEATED) for w in result.warnings):
+        return "; the reply repeated itself and Rune stopped it"
+    return "; the reply hit the output token limit"
 
 
 def _constrained_request(call: constrained.ConstrainedCall) -> ToolRequest:

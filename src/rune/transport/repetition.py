@@ -30,6 +30,8 @@ MIN_SPAN = 240
 #: the end of the reply that is looked at, and how often (in characters)
 WINDOW = MAX_PERIOD * MIN_COPIES
 CHECK_EVERY = 16
+#: how the warning of a reply stopped here begins
+REPEATED = "the model's reply repeated itself"
 _NUMBER = re.compile(r"\d+")
 
 
@@ -107,7 +109,7 @@ class RepetitionGuard(TransportWrapper):
                 message["thinking"] = watch.thinking
             size = len(watch.text) + len(watch.thinking)
             warning = (
-                f"the model's reply repeated itself (the same {repeated.period} characters "
+                f"{REPEATED} (the same {repeated.period} characters "
                 f"over and over); Rune stopped it after {size} characters: it is cut off"
             )
             return ChatResult(message=message, done_reason="length", warnings=(warning,))
