@@ -90,6 +90,53 @@ def test_a_method_is_reindented_to_its_class(ex: ToolExecutor, ws: Path) -> None
     assert text.count("@staticmethod") == 1
 
 
+ORDINAL = '''def ordinal(number):
+    """The suffix of a number: ``ordinal(1)`` is 'st', ``ordinal(-11)`` is 'th'.
+
+    Negative numbers count as positive ones (é, non-ASCII on purpose).
+    """
+    number = abs(number)
+    return "th" if number % 10 in (11, 12, 13) else {1: "st"}.get(number % 10, "th")
+
+
+class Words:
+    def plural(self, word):
+        """The plural of ``word``."""
+        return word + "s"
+'''
+FIXED_ORDINAL = """def ordinal(number):
+    number = abs(number)
+    return "th" if number % 100 in (11, 12, 13) else {1: "st"}.get(number % 10, "th")
+"""
+
+
+def test_a_docstring_the_model_leaves_out_is_kept(ex: ToolExecutor, ws: Path) -> None:
+    (ws / "words.py").write_text(ORDINAL)
+    out = apply(ex, "replace_function", path="words.py", name="ordinal", code=FIXED_ORDINAL)
+    assert (ws / "words.py").read_text() == ORDINAL.replace("% 10 in", "% 100 in")
+    assert out.endswith("Lines 7-7 now read as you sent them")  # the line it changed
+    # a method's, re-indented with it; and through a code block (every definition in it)
+    method = 'def plural(self, word):\n    return word + "es"\n'
+    apply(ex, "replace_function", path="words.py", name="Words.plural", code=method)
+    text = (ws / "words.py").read_text()
+    assert '        """The plural of ``word``."""\n        return word + "es"\n' in text
+    apply(ex, "replace_function", path="words.py", name="", code=FIXED_ORDINAL.replace("100", "7"))
+    assert "(é, non-ASCII on purpose)" in (ws / "words.py").read_text()
+
+
+def test_a_docstring_the_model_sends_is_its_own(ex: ToolExecutor, ws: Path) -> None:
+    (ws / "words.py").write_text(ORDINAL)
+    code = FIXED_ORDINAL.replace("(number):\n", '(number):\n    """New words."""\n')
+    apply(ex, "replace_function", path="words.py", name="ordinal", code=code)
+    text = (ws / "words.py").read_text()
+    assert '"""New words."""' in text and "non-ASCII" not in text
+    # a body on the def's own line has nowhere to put one: taken as sent
+    apply(
+        ex, "replace_function", path="words.py", name="ordinal", code="def ordinal(n): return n\n"
+    )
+    assert "def ordinal(n): return n\n" in (ws / "words.py").read_text()
+
+
 def test_a_missing_function_is_added_at_the_end(ex: ToolExecutor, ws: Path) -> None:
     apply(
         ex,
@@ -134,7 +181,8 @@ def test_replace_function_refuses_with_what_to_send_instead(
 def test_a_stub_may_replace_a_stub(ex: ToolExecutor, ws: Path) -> None:
     (ws / "todo.py").write_text('def later():\n    """To do."""\n')
     apply(ex, "replace_function", path="todo.py", name="later", code="def later():\n    pass")
-    assert (ws / "todo.py").read_text() == "def later():\n    pass\n"
+    # (its docstring kept: test_a_docstring_the_model_leaves_out_is_kept)
+    assert (ws / "todo.py").read_text() == 'def later():\n    """To do."""\n    pass\n'
 
 
 def test_an_ambiguous_name_asks_for_class_dot_method(ex: ToolExecutor, ws: Path) -> None:

@@ -137,6 +137,7 @@ def replace_definition(path: Path, source: str, name: str, code: str) -> str:
             f"code for {name} has no body (only a docstring, pass or ...); send the whole "
             f"definition of {name}, its body included."
         )
+    block = _keep_docstring(block, present, short)
     first = lines[span.start - 1]
     indent = first[: len(first) - len(first.lstrip(" \t"))]
     indented = "".join(
@@ -253,6 +254,41 @@ def _normalised(code: str, short_name: str) -> str:
             f"{', '.join(sorted(defined)) or 'nothing'}."
         )
     return block
+
+
+def _keep_docstring(block: str, present: str, name: str) -> str:
+    """``block`` with the docstring of the definition it replaces (``present``) when its own
+    definition of ``name`` has none. A small model rewriting a function drops its docstring
+    (the 1.5B did to inflection's ``ordinal``, and lost the examples that show its bug); the
+    user's documentation is not the model's to delete by leaving it out."""
+    old, new = _definition_in(present, name), _definition_in(block, name)
+    if old is None or new is None or not old.body or not new.body:
+        return block
+    doc, first = old.body[0], new.body[0]
+    if not _is_docstring(doc) or _is_docstring(first) or first.lineno == new.lineno:
+        return block
+    had = present.splitlines(keepends=True)
+    lines = block.splitlines(keepends=True)
+    old_indent, new_indent = (
+        had[doc.lineno - 1][: doc.col_offset],
+        lines[first.lineno - 1][: first.col_offset],
+    )
+    end = doc.end_lineno or doc.lineno
+    alone = had[end - 1].encode()[doc.end_col_offset or 0 :].strip() == b""  # offsets: bytes
+    if old_indent.strip() or new_indent.strip() or not alone:
+        return block  # the docstring or the first statement shares its line with other code
+    moved = [
+        new_indent + line[len(old_indent) :] if line.startswith(old_indent) else line
+        for line in had[doc.lineno - 1 : end]
+    ]
+    return "".join([*lines[: first.lineno - 1], *moved, *lines[first.lineno - 1 :]])
+
+
+def _definition_in(code: str, name: str) -> Definition | None:
+    for node in ast.parse(code).body:
+        if isinstance(node, _DEFINITIONS) and node.name == name:
+            return node
+    return None
 
 
 def _bodiless(code: str, name: str) -> bool:
