@@ -187,6 +187,19 @@ def test_a_failing_test_is_shown_with_its_error_and_the_code_it_runs(ws: Path) -
     assert "test_zero" not in digest.split("Also failing")[0].replace("test_add", "")
 
 
+@needs_bwrap
+def test_a_source_two_failures_run_is_shown_once(ws: Path) -> None:
+    """A spec task's stub: every test fails in the same function; shown once per failure, the
+    stub stood three times in the 1.5B's first prompt."""
+    (ws / "calc" / "ops.py").write_text("def add(a, b):\n    raise NotImplementedError\n")
+    with pytest.raises(ToolError) as caught:
+        executor(ws).run("run_tests", {"tests": "tests/test_calc.py"})
+    digest = str(caught.value)
+    assert digest.count("\nFAILED ") == 2
+    assert digest.count("raise NotImplementedError") == 1
+    assert digest.count("Source of the code it runs: shown above.") == 1
+
+
 SEQS = "def tail(n, seq):\n    return seq[n:]\n\n\ndef last(seq):\n    return tail(1, seq)[0]\n"
 TEST_SEQS = """\
 import unittest

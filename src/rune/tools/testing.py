@@ -383,8 +383,9 @@ def _parse_block(title: str, lines: list[str]) -> _Failure:
 def _digest(report: str, failures: list[_Failure], workspace: Path) -> str:
     failed = [m.group(1) for line in report.splitlines() if (m := _SHORT_FAILED.match(line))]
     parts = [f"the tests failed ({_summary(report) or 'see below'})"]
+    shown: set[str] = set()  # sources shown for an earlier failure are not repeated
     for failure in failures[:SHOWN_FAILURES]:
-        parts.append(_describe(failure, workspace))
+        parts.append(_describe(failure, workspace, shown))
     rest = [name for name in failed[SHOWN_FAILURES:]]
     if rest:
         parts.append("Also failing: " + ", ".join(rest[:10]))
@@ -410,7 +411,9 @@ def _relative(file: str, workspace: Path) -> str | None:
     return relative if (workspace / relative).is_file() else None
 
 
-def _describe(failure: _Failure, workspace: Path) -> str:
+def _describe(failure: _Failure, workspace: Path, seen: set[str]) -> str:
+    """One failure: its error, its frames in the project, the test, and the source they run
+    (each source once per digest: ``seen`` holds those shown already)."""
     lines = [f"FAILED {for_display(failure.title)}"]
     lines += [f"  {for_display(line.rstrip())}" for line in failure.error]
     own = [
@@ -439,9 +442,13 @@ def _describe(failure: _Failure, workspace: Path) -> str:
     elif own:
         relative, frame = own[-1]
         shown += _called_sources(workspace, relative, frame.line)
-    if shown:
+    fresh = [source for source in shown if source not in seen]
+    seen.update(shown)
+    if fresh:
         lines.append("Source of the code it runs:")
-        lines += shown
+        lines += fresh
+    elif shown:
+        lines.append("Source of the code it runs: shown above.")
     return "\n".join(lines)
 
 
