@@ -130,6 +130,11 @@ def test_a_docstring_the_model_sends_is_its_own(ex: ToolExecutor, ws: Path) -> N
     apply(ex, "replace_function", path="words.py", name="ordinal", code=code)
     text = (ws / "words.py").read_text()
     assert '"""New words."""' in text and "non-ASCII" not in text
+    # documentation as comments above the body (the 1.5B turned a docstring into them): its own
+    commented = FIXED_ORDINAL.replace("(number):\n", "(number):\n    # The suffix.\n")
+    apply(ex, "replace_function", path="words.py", name="ordinal", code=commented)
+    text = (ws / "words.py").read_text()
+    assert "    # The suffix.\n    number = abs(number)" in text and "New words" not in text
     # a body on the def's own line has nowhere to put one: taken as sent
     apply(
         ex, "replace_function", path="words.py", name="ordinal", code="def ordinal(n): return n\n"

@@ -269,6 +269,8 @@ def _keep_docstring(block: str, present: str, name: str) -> str:
         return block
     had = present.splitlines(keepends=True)
     lines = block.splitlines(keepends=True)
+    if any(line.lstrip().startswith("#") for line in lines[new.lineno : first.lineno - 1]):
+        return block  # the model wrote its documentation as comments there: it is its own
     old_indent, new_indent = (
         had[doc.lineno - 1][: doc.col_offset],
         lines[first.lineno - 1][: first.col_offset],
