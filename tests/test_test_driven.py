@@ -14,6 +14,7 @@ import pytest
 from tests.fakes.cli import rune
 from tests.fakes.ollama_server import FakeModel, FakeOllama, text_reply, tool_call, tool_reply
 
+from rune.assists.repair import SAMPLES
 from rune.assists.tests import UNMOVED_NOTE
 from rune.cli import EXIT_OK
 from rune.errors import ToolError
@@ -21,7 +22,14 @@ from rune.events import BudgetRenewed
 from rune.runtime.local_tool_runtime import LocalToolRuntime
 from rune.tools.commands import bwrap_works, find_bwrap
 from rune.tools.executor import SandboxPolicy, ToolExecutor
-from rune.tools.testing import auto_check, find_test_files, is_test_path, named_tests, plan_tests
+from rune.tools.testing import (
+    auto_check,
+    find_test_files,
+    is_test_path,
+    named_tests,
+    plan_tests,
+    tally,
+)
 from rune.transport.scripted import ScriptedTransport
 
 BWRAP = find_bwrap()
@@ -623,3 +631,70 @@ def test_without_pytest_tests_unittest_cannot_run_are_no_pass(tmp_path: Path) ->
     # one line, not unittest's report (its "OK" and exit code 5 read like a result)
     assert trial.report.startswith("no test ran: pytest is not installed for ")
     assert "\n" not in trial.report and "OK" not in trial.report
+
+
+# --- a repair that makes fewer tests fail ---------------------------------------------------
+
+STUB = "def sign(x):\n    raise NotImplementedError\n"
+TEST_SIGN = """\
+import unittest
+
+from calc.ops import sign
+
+
+class TestSign(unittest.TestCase):
+    def test_positive(self):
+        self.assertEqual(sign(5), 1)
+
+    def test_negative(self):
+        self.assertEqual(sign(-5), -1)
+
+    def test_zero(self):
+        self.assertEqual(sign(0), 0)
+"""
+ONE = "def sign(x):\n    return 1\n"
+TWO = "def sign(x):\n    return 1 if x > 0 else -1\n"
+ALL = "def sign(x):\n    return (x > 0) - (x < 0)\n"
+
+
+def sign(code: str) -> dict[str, Any]:
+    return turn(
+        tool="replace_function", arguments={"path": "calc/ops.py", "name": "sign", "code": code}
+    )
+
+
+@needs_bwrap
+def test_a_sample_that_makes_fewer_tests_fail_takes_the_place_of_a_stuck_change(
+    ws: Path,
+) -> None:
+    """A spec task: no sample passes every test, but one passes more than the code does; it
+    is offered, and the repair it earns (one more) finds the change that passes them all."""
+    (ws / "calc" / "ops.py").write_text(STUB)
+    (ws / "tests" / "test_calc.py").write_text(TEST_SIGN)
+    transport = ScriptedTransport(
+        [
+            sign(ONE),  # passes 1 of the 3 tests: the sampled repair looks for better
+            *(sign(ONE), sign("def sign(x):\n    return -1\n"), sign(TWO)),  # its samples
+            *[sign("def sign(x):\n    return 0\n")] * (SAMPLES - 3),
+            sign(TWO),  # the model sends what the file holds now: a second repair
+            *(sign(ONE), sign(ALL)),  # its samples: the second passes every test
+        ]
+    )
+    task = "Write sign() in calc/ops.py. The tests in tests/test_calc.py must pass."
+    loop = runtime(ws, transport)
+    resp = approve_all(loop, loop.run([{"role": "user", "content": task}]))
+    assert (ws / "calc" / "ops.py").read_text() == ALL
+    assert resp.success and resp.incomplete is None
+    changes = [e.arguments["code"] for e in resp.events if e.name == "replace_function"]
+    assert changes == [TWO, ALL]  # 2 of 3 in place of the model's 1 of 3, then all 3
+    assert any("this one leaves 1 failing instead of 2" in w for w in resp.warnings)
+    assert any("this one passes them" in w for w in resp.warnings)
+
+
+def test_a_tally_is_read_from_either_runner_s_summary() -> None:
+    assert tally("the tests failed (Ran 6 tests in 0.001s: FAILED (failures=3))\n\n") == (6, 3)
+    assert tally("the tests failed (Ran 4 tests in 0s: FAILED (failures=1, errors=2))") == (4, 3)
+    assert tally("the tests failed (1 failed, 5 passed, 2 warnings in 0.05s)") == (6, 1)
+    # a module that no longer imports: one error, nothing else ran (not fewer failing)
+    assert tally("the tests failed (1 error in 0.1s)") == (1, 1)
+    assert tally("the tests failed:\nno summary") is None

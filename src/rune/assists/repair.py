@@ -19,10 +19,16 @@ that passes there does not show the bug (a small model once asserted the buggy b
 a mutable default), and would pick a wrong change over a right one; one that fails in its own
 code (a name it never imported) shows nothing either.
 
+When the check is a test run and no sample passes, the sample that leaves the fewest tests
+failing takes the reply's place when that is fewer than the code as it is (or the reply)
+leaves, of as many tests run (:func:`rune.tools.testing.tally`): a spec's test file grades a
+change test by test, and the model goes on from the better code.
+
 Nothing else changes: the change is the model's own, the user approves it like any other, and
 the model still checks it before it may answer. A repair's samples belong to the step they
-repair; at most :data:`MAX_REPAIRS` per run, so a run makes at most ``max_iterations +
-MAX_REPAIRS * SAMPLES`` model calls.
+repair; at most :data:`MAX_REPAIRS` per run and one more after each that made fewer tests fail
+(:data:`MAX_MORE_REPAIRS` at most), so a run makes at most ``max_iterations + (MAX_REPAIRS +
+MAX_MORE_REPAIRS) * SAMPLES`` model calls.
 """
 
 from __future__ import annotations
@@ -35,12 +41,15 @@ from rune.calls import tool_request
 from rune.errors import RuneError
 from rune.formats.constrained import ConstrainedCall, parse_turn, reply
 from rune.messages import ToolEvent
+from rune.tools import testing
 from rune.tools.spec import Trial
 
 #: alternatives drawn for one repair
 SAMPLES = 6
-#: sampled repairs in one run
+#: sampled repairs in one run...
 MAX_REPAIRS = 1
+#: ...and one more after each that made fewer tests fail, up to this many more
+MAX_MORE_REPAIRS = 2
 TEMPERATURE = 1.0
 #: the seed of the first sample (the next ones count up), so a run repeats
 FIRST_SEED = 101
@@ -91,13 +100,28 @@ def sample_changes(
 @dataclass(frozen=True, slots=True)
 class Pick:
     """What a repair found: the change to offer (None: keep the reply), whether it passes the
-    check (else it moves a stuck report), how many samples were drawn, and the error that
-    stopped the drawing, if one did."""
+    check (else it makes fewer tests fail, ``fewer``: the tally it leaves, or it moves a stuck
+    report), how many samples were drawn, and the error that stopped the drawing, if one did."""
 
     call: ConstrainedCall | None
     passes: bool
     drawn: int
     error: RuneError | None = None
+    fewer: Tally | None = None
+
+
+#: (tests run, tests failing) of a test run (:func:`rune.tools.testing.tally`)
+Tally = tuple[int, int]
+
+
+def progress(tally: Tally | None, baseline: Tally | None) -> bool:
+    """Whether ``tally`` has fewer tests failing than ``baseline``, of as many run."""
+    return (
+        tally is not None
+        and baseline is not None
+        and tally[0] == baseline[0]
+        and tally[1] < baseline[1]
+    )
 
 
 def signature(call: ConstrainedCall) -> str:
@@ -111,13 +135,17 @@ def pick(
     *,
     stuck: bool,
     tried: set[str],
+    baseline: Tally | None = None,
 ) -> Pick:
-    """The first sample that passes the check; else, for a ``stuck`` reply that failed at an
-    assert (``own``), the sample most others agree with among those that move the assert's
-    report (the first drawn on a tie: the model's own majority, as in self-consistency).
-    Samples in ``tried`` (signatures) are not tried again."""
+    """The first sample that passes the check; else the one that leaves the fewest tests
+    failing when that is fewer than ``baseline`` (the code as it is, or the reply: a test
+    suite grades a change tests at a time; the first drawn on a tie); else, for a ``stuck``
+    reply that failed at an assert (``own``), the sample most others agree with among those
+    that move the assert's report (the first drawn on a tie: the model's own majority, as in
+    self-consistency). Samples in ``tried`` (signatures) are not tried again."""
     drawn = 0
     moved: dict[str, list[ConstrainedCall]] = {}
+    fewest: tuple[Tally, ConstrainedCall] | None = None
     error: RuneError | None = None
     try:
         for sample in samples:
@@ -130,9 +158,15 @@ def pick(
                 continue
             if trial.passed:
                 return Pick(sample, passes=True, drawn=drawn)
+            tally = testing.tally(trial.report)
+            if progress(tally, fewest[0] if fewest else baseline):
+                assert tally is not None
+                fewest = (tally, sample)
             if stuck and own.asserted and trial.asserted and trial.report != own.report:
                 moved.setdefault(trial.report, []).append(sample)
     except RuneError as err:
         error = err
+    if fewest is not None:
+        return Pick(fewest[1], passes=False, drawn=drawn, error=error, fewer=fewest[0])
     best = max(moved.values(), key=len)[0] if moved else None
     return Pick(best, passes=False, drawn=drawn, error=error)

@@ -22,6 +22,7 @@ from rune.messages import ToolRequest
 from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
+from rune.tools import testing
 from rune.tools.spec import Trial, Trials
 
 __all__ = ["SampledRepair"]
@@ -41,10 +42,12 @@ class SampledRepair(Assist):
         specs = loop.executor.specs()
         check_tools = frozenset(spec.name for spec in specs if spec.checks)
         check = repair.failed_check(state.events, check_tools)
+        recalled = self.recalled(state)
+        more = min(recalled.get("progress", 0), repair.MAX_MORE_REPAIRS)
         if (
             check is None
             or state.opening is None
-            or self.recalled(state).get("repairs", 0) >= repair.MAX_REPAIRS
+            or recalled.get("repairs", 0) >= repair.MAX_REPAIRS + more
             or not loop.executor.is_mutating(call.name)
         ):
             return call
@@ -94,7 +97,12 @@ class SampledRepair(Assist):
             for e in state.events
             if loop.executor.is_mutating(e.name)
         )
-        found = repair.pick(samples, attempt, own, stuck=own.report == check.error, tried=tried)
+        # what a sample must do better than: the code as it is, and the reply when it was made
+        baseline = testing.tally(check.error or "")
+        if own.made and repair.progress(testing.tally(own.report), baseline):
+            baseline = testing.tally(own.report)
+        stuck = own.report == check.error
+        found = repair.pick(samples, attempt, own, stuck=stuck, tried=tried, baseline=baseline)
         if found.error is not None:
             loop.note(state, f"could not ask the model for other changes: {found.error}")
         if found.call is None:
@@ -107,6 +115,14 @@ class SampledRepair(Assist):
                 state,
                 f"the model's change failed {whose}; of {found.drawn} other changes it "
                 f"wrote from a fresh start, this one passes {it}",
+            )
+        elif found.fewer is not None and baseline is not None:
+            memory["progress"] = memory.get("progress", 0) + 1
+            loop.note(
+                state,
+                f"the model's change failed {whose}; none of {found.drawn} other changes it "
+                f"wrote from a fresh start passes {it}, this one leaves {found.fewer[1]} "
+                f"failing instead of {baseline[1]}",
             )
         else:
             loop.note(

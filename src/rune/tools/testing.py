@@ -310,6 +310,26 @@ def verdict(outcome: Outcome, workspace: Path) -> Trial:
     )
 
 
+_UNITTEST_FAILED = re.compile(r"\bRan (\d+) tests? in [^:]*: FAILED \(([^)]*)\)")
+_UNITTEST_COUNT = re.compile(r"\b(?:failures|errors|unexpected successes)=(\d+)")
+_PYTEST_COUNT = re.compile(r"\b(\d+) (passed|failed|errors?)\b")
+
+
+def tally(report: str) -> tuple[int, int] | None:
+    """``(tests run, tests failing)`` as the first line of a failed run's report (its digest)
+    gives them; None when it gives no counts. unittest counts a failing subtest as a failure,
+    so two tallies compare only when they ran the same number of tests."""
+    line = report.split("\n", 1)[0]
+    if match := _UNITTEST_FAILED.search(line):
+        return int(match.group(1)), sum(int(n) for n in _UNITTEST_COUNT.findall(match.group(2)))
+    counts = {word.rstrip("s") if word.startswith("error") else word: int(n)
+              for n, word in _PYTEST_COUNT.findall(line)}  # fmt: skip
+    if not counts:
+        return None
+    failing = counts.get("failed", 0) + counts.get("error", 0)
+    return counts.get("passed", 0) + failing, failing
+
+
 def _no_test_ran(report: str) -> str:
     """One line: why no test ran (the runner's own word when it gave one)."""
     for line in report.splitlines():
