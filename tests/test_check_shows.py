@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from tests.fakes.cli import call, final, rune
 
-from rune.assists.check import SHOWS_NOTHING
+from rune.assists.check import MAX_TRIED_CHECKS, SHOWS_NOTHING
 from rune.cli import EXIT_INCOMPLETE, EXIT_OK
 from rune.messages import OperatorResponse
 from rune.runtime.local_tool_runtime import LocalToolRuntime
@@ -78,6 +78,14 @@ def test_a_check_that_fails_on_the_old_code_shows_the_change(ws: Path) -> None:
 def test_one_check_that_shows_the_change_is_enough(ws: Path) -> None:
     script = [change(FIXED), check(VACUOUS), check(SHOWS), turn(answer="Fixed.")]
     assert finish(ws, script).outcome == "done"
+
+
+def test_the_same_check_is_run_again_once_and_many_give_no_verdict(ws: Path) -> None:
+    script = [change(WRONG), check(WEAK), check(WEAK), turn(answer="Fixed.")]
+    assert finish(ws, script).incomplete == SHOWS_NOTHING
+    many = [check(f"from calc import mul\nassert mul({n}, 1) == {n}") for n in range(4)]
+    response = finish(ws, [change(WRONG), *many, turn(answer="Fixed.")])
+    assert len(many) > MAX_TRIED_CHECKS and response.outcome == "done"
 
 
 def test_only_the_checks_since_the_last_change_count(ws: Path) -> None:

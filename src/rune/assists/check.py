@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from rune.assists.tests import TestDriven
-from rune.messages import ToolEvent, ToolRequest, ToolStatus
+from rune.messages import ToolEvent, ToolRequest, ToolStatus, canonical_json
 from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
@@ -35,6 +35,8 @@ __all__ = ["MAX_FAILED_CHECKS", "SHOWS_NOTHING", "CheckBeforeAnswer"]
 
 #: failed checks in one run after which the model may answer anyway
 MAX_FAILED_CHECKS = 2
+#: the most checks run again on the unchanged code when a run ends (each up to its timeout)
+MAX_TRIED_CHECKS = 3
 #: why an answer is unfinished when the model's checks pass on the unchanged code too
 SHOWS_NOTHING = (
     "the model's check passes on the code as it was before the change, too: "
@@ -94,11 +96,18 @@ class CheckBeforeAnswer(Assist):
         passed = _checks_since_last_change(state.events, loop.kinds.changes, loop.kinds.checks)
         if trials is None or not passed or any(e.source == LOOP_SOURCE for e in passed):
             return None  # nothing to try, no check passed, or the project's tests pass
-        for event in passed:
+        distinct = list({_signature(e): e for e in reversed(passed)}.values())
+        if len(distinct) > MAX_TRIED_CHECKS:
+            return None  # more than is worth running again at the end: no verdict
+        for event in distinct:
             before = trials.try_before_changes(event.name, event.arguments)
             if before is None or not before.passed:
                 return None  # this check shows the change (or cannot be tried: no verdict)
         return SHOWS_NOTHING
+
+
+def _signature(event: ToolEvent) -> str:
+    return event.name + canonical_json(event.arguments)
 
 
 def _checks_since_last_change(
