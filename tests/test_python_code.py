@@ -142,6 +142,23 @@ def test_a_docstring_the_model_sends_is_its_own(ex: ToolExecutor, ws: Path) -> N
     assert "def ordinal(n): return n\n" in (ws / "words.py").read_text()
 
 
+def test_a_class_sent_to_change_the_method_it_is_named_by_changes_that_method(
+    ex: ToolExecutor, ws: Path
+) -> None:
+    """The 1.5B on a spec task: name="__init__", the code the class with __init__ alone."""
+    code = "class Calc:\n    def half(self, x):\n        return x / 2\n"
+    apply(ex, "replace_function", path="calc.py", name="half", code=code)
+    text = (ws / "calc.py").read_text()
+    assert "    def half(self, x):\n        return x / 2\n" in text
+    assert "def twice(x)" in text and text.count("class Calc") == 1  # the rest of it stays
+    code = code.replace("x / 2", "x * 0.5")
+    apply(ex, "replace_function", path="calc.py", name="Calc.half", code=code)
+    assert "return x * 0.5" in (ws / "calc.py").read_text()
+    # a name the class does not hold is still refused with what it defines
+    with pytest.raises(ToolInputError, match="it defines Calc"):
+        apply(ex, "replace_function", path="calc.py", name="third", code=code)
+
+
 def test_a_missing_function_is_added_at_the_end(ex: ToolExecutor, ws: Path) -> None:
     apply(
         ex,

@@ -240,11 +240,13 @@ def plan_replace_function(ctx: ToolContext, args: Args) -> FilePlan:
     if before is not None:
         check_not_binary(path, before, "replace_function")
     source = None if before is None else decode_text(path, before)
-    if name and source is not None:
+    by_name = bool(name) and not python_code.defined_inside(code, name)
+    if by_name and source is not None:
         after = python_code.replace_definition(path, source, name, code)
-    else:  # every definition the code holds (the code-block protocol's edits)
+    else:  # every definition the code holds (the code-block protocol's edits, or a class
+        # sent whole to change the method it is named by)
         after = python_code.write_definitions(path, source, code)
-    python_code.check_change(path, before, after.encode("utf-8"), whole_file=not name)
+    python_code.check_change(path, before, after.encode("utf-8"), whole_file=not by_name)
     return FilePlan(path, before, after.encode("utf-8"))
 
 

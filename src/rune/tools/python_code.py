@@ -256,6 +256,21 @@ def _normalised(code: str, short_name: str) -> str:
     return block
 
 
+def defined_inside(code: str, name: str) -> bool:
+    """Whether ``code`` defines ``name`` (``method`` or ``Class.method``) only inside one of
+    its classes, not at its top level: a small model that sends a class to change one of its
+    methods names the method (the 1.5B: ``name="__init__"``, code ``class Turnstile: ...``)."""
+    short = name.rsplit(".", 1)[-1]
+    try:
+        tree = ast.parse(textwrap.dedent(code.replace("\r\n", "\n")))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    top = [n for n in tree.body if isinstance(n, _DEFINITIONS)]
+    if any(n.name == short for n in top):
+        return False
+    return any(isinstance(n, ast.ClassDef) and any(_named(m, short) for m in n.body) for n in top)
+
+
 def _keep_docstring(block: str, present: str, name: str) -> str:
     """``block`` with the docstring of the definition it replaces (``present``) when its own
     definition of ``name`` has none. A small model rewriting a function drops its docstring
