@@ -20,7 +20,7 @@ from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
 
-__all__ = ["REMINDER", "NudgeWhenUnchanged", "asks_for_a_change"]
+__all__ = ["ECHOED", "REMINDER", "NudgeWhenUnchanged", "asks_for_a_change"]
 
 #: words of a request that asks for files to change
 _CHANGE_WORDS = re.compile(
@@ -33,6 +33,12 @@ REMINDER = (
     "No file has been changed yet, and the task asks for a change. Make it now with a tool "
     "(the whole corrected function or file), or answer again and say why no change is needed."
 )
+
+
+#: a piece of the reminder no answer of the model's own would hold
+_ECHO = "No file has been changed yet, and the task asks for a change"
+#: why a run whose answer echoes the reminder is not done
+ECHOED = "the task asks for a change, none was made, and the model's answer repeats Rune's reminder"
 
 
 def asks_for_a_change(request: str) -> bool:
@@ -67,3 +73,15 @@ class NudgeWhenUnchanged(Assist):
             return None
         self.memory(state)["nudged"] = True
         return REMINDER
+
+    def unfinished(self, loop: Loop, state: LoopState) -> str | None:
+        """An answer that repeats this reminder back is no answer (the 1.5B did, on the
+        algorithm and spec suites, and the run ended "answered, no file changed")."""
+        if not self.recalled(state).get("nudged") or not state.messages:
+            return None
+        if outcome.changed(state.events, loop.kinds):
+            return None
+        last = state.messages[-1]
+        if last.get("role") == "assistant" and _ECHO in str(last.get("content") or ""):
+            return ECHOED
+        return None
