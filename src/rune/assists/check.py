@@ -31,7 +31,7 @@ from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
 from rune.tools.spec import Trials
 
-__all__ = ["MAX_FAILED_CHECKS", "SHOWS_NOTHING", "CheckBeforeAnswer"]
+__all__ = ["MAX_FAILED_CHECKS", "MAX_TRIED_CHECKS", "SHOWS_NOTHING", "CheckBeforeAnswer"]
 
 #: failed checks in one run after which the model may answer anyway
 MAX_FAILED_CHECKS = 2
