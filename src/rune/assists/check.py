@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from rune.assists.tests import TestDriven
-from rune.messages import ToolEvent, ToolRequest, ToolStatus, canonical_json
+from rune.calls import tool_request
+from rune.messages import ToolEvent, ToolRequest, ToolStatus
 from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
@@ -96,7 +97,9 @@ class CheckBeforeAnswer(Assist):
         passed = _checks_since_last_change(state.events, loop.kinds.changes, loop.kinds.checks)
         if trials is None or not passed or any(e.source == LOOP_SOURCE for e in passed):
             return None  # nothing to try, no check passed, or the project's tests pass
-        distinct = list({_signature(e): e for e in reversed(passed)}.values())
+        distinct = list(
+            {tool_request(e.name, e.arguments).signature: e for e in reversed(passed)}.values()
+        )
         if len(distinct) > MAX_TRIED_CHECKS:
             return None  # more than is worth running again at the end: no verdict
         for event in distinct:
@@ -104,10 +107,6 @@ class CheckBeforeAnswer(Assist):
             if before is None or not before.passed:
                 return None  # this check shows the change (or cannot be tried: no verdict)
         return SHOWS_NOTHING
-
-
-def _signature(event: ToolEvent) -> str:
-    return event.name + canonical_json(event.arguments)
 
 
 def _checks_since_last_change(
