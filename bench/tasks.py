@@ -161,6 +161,9 @@ def run_task(task: Task, args: argparse.Namespace, transport: FreshStart, model:
         prepare=ablate,
         judge=judge,
         without_assists=frozenset(args.without_assist),
+        # The workspace's path is in the prompt: a fixed one makes a task run the same every
+        # time at temperature 0 (with a new random one, the 1.5B flipped tasks run to run).
+        scratch=Path(tempfile.gettempdir()) / "rune-bench" / task.suite / task.name,
     )
     return Outcome(
         task.suite, task.name, result.fixed, result.outcome == "done", result.steps,

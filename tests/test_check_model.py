@@ -21,17 +21,20 @@ from tests.fakes.ollama_server import (
     tool_reply,
 )
 
+from rune.app import OllamaBackend
 from rune.app.model_check import (
     AutoChoice,
     Task,
     TaskOutcome,
     approves_in_scratch,
     builtin_tasks,
+    run_task,
     tasks_json,
     verdict,
 )
 from rune.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from rune.messages import PendingApproval
+from rune.transport.ollama import OllamaChatTransport
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "bench" / "tasks"
@@ -202,3 +205,25 @@ def test_a_model_stopped_by_the_breaker_is_weak_not_a_server_problem() -> None:
     down = verdict([outcome(False, "constrained", "ServerUnreachable")] * 3, embedded)
     assert down.line.startswith("every task failed with an error (ServerUnreachable: why)")
     assert "rune doctor" in down.line and down.recommended is None
+
+
+def test_a_task_runs_in_the_scratch_directory_it_is_given(
+    tmp_path: Path, ollama: FakeOllama
+) -> None:
+    """A benchmark keeps the workspace's path fixed (the model sees it in its prompt): the
+    directory is emptied first, the task runs in it, and it is gone afterwards."""
+    fixed = tmp_path / "bench" / "task"
+    (fixed / "project").mkdir(parents=True)
+    (fixed / "project" / "left_over.py").write_text("LEFT = 'from a run before'\n")
+    ollama.script(native_fixer, native_fixer)
+    task = TASKS[0]
+    with OllamaChatTransport(ollama.url) as transport:
+        outcome = run_task(
+            task, transport, "coder", OllamaBackend("test", ollama.url),
+            approves=approves_in_scratch, scratch=fixed,
+        )  # fmt: skip
+    assert outcome.fixed
+    system = str(ollama.bodies()[0]["messages"][0]["content"])
+    assert f"Workspace (relative paths start here): {fixed / 'project'}" in system
+    assert "left_over.py" not in system and "from a run before" not in system
+    assert not fixed.exists()

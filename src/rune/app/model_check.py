@@ -12,13 +12,15 @@ protocol, and what to change when it does not.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -180,14 +182,17 @@ def run_task(
     prepare: Callable[[RuneOperator], None] | None = None,
     judge: Callable[[Path], bool] | None = None,
     without_assists: frozenset[str] = frozenset(),
+    scratch: Path | None = None,
 ) -> TaskOutcome:
-    """Run ``task`` through Rune in a new temp directory and check it. ``flags`` are settings
+    """Run ``task`` through Rune in a new temp directory (or in ``scratch``, emptied first and
+    removed after: a path the model sees in its prompt, so a benchmark that keeps it fixed runs
+    the same at temperature 0 every time) and check it. ``flags`` are settings
     over the user's (``protocol``, ``max_iterations``...); the workspace is the temp directory
     and it is the only place Rune may write. ``without_assists`` names small-model help to
     leave out (:mod:`rune.assists`). ``prepare`` sees the operator before the run; ``judge``
     says whether the workspace is fixed afterwards (default: the task's check)."""
-    with tempfile.TemporaryDirectory(prefix=f"rune-task-{task.name}-") as scratch:
-        workspace = Path(scratch) / "project"
+    with _scratch_dir(task.name, scratch) as where:
+        workspace = where / "project"
         workspace.mkdir()
         task.write(workspace)
         settings = load(
@@ -249,6 +254,20 @@ def run_task(
             response.outcome,
             [dict(m) for m in response.messages],
         )
+
+
+@contextlib.contextmanager
+def _scratch_dir(name: str, fixed: Path | None) -> Iterator[Path]:
+    if fixed is None:
+        with tempfile.TemporaryDirectory(prefix=f"rune-task-{name}-") as scratch:
+            yield Path(scratch)
+        return
+    shutil.rmtree(fixed, ignore_errors=True)
+    fixed.mkdir(parents=True)
+    try:
+        yield fixed
+    finally:
+        shutil.rmtree(fixed, ignore_errors=True)
 
 
 # --- the verdict ----------------------------------------------------------------------------
