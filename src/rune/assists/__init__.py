@@ -1,6 +1,7 @@
 """Small-model help as a layer over the loop (:mod:`rune.runtime.assist` is the seam).
 
 Each assist is one module: :mod:`~rune.assists.tests` (tests drive the loop),
+:mod:`~rune.assists.keep` (a change that breaks passing tests is not made),
 :mod:`~rune.assists.check` (check before answer), :mod:`~rune.assists.nudge` (nudge after
 failure), :mod:`~rune.assists.unchanged` (nudge when nothing changed),
 :mod:`~rune.assists.sampled_repair` (sampled repair), :mod:`~rune.assists.reask` (ask again
@@ -11,6 +12,7 @@ list the loop runs unless its caller picks another (the composition root does, `
 from __future__ import annotations
 
 from rune.assists.check import CheckBeforeAnswer
+from rune.assists.keep import KeepWhatPasses
 from rune.assists.nudge import NudgeAfterFailure
 from rune.assists.reask import ReaskWhenCut
 from rune.assists.sampled_repair import SampledRepair
@@ -22,6 +24,7 @@ from rune.tools.spec import AutoChecks, Trials
 __all__ = [
     "ASSIST_NAMES",
     "CheckBeforeAnswer",
+    "KeepWhatPasses",
     "NudgeAfterFailure",
     "NudgeWhenUnchanged",
     "ReaskWhenCut",
@@ -31,7 +34,7 @@ __all__ = [
 ]
 
 #: every assist's name, in the order the loop runs them
-ASSIST_NAMES = ("tests", "check", "nudge", "unchanged", "repair", "reask")
+ASSIST_NAMES = ("tests", "keep", "check", "nudge", "unchanged", "repair", "reask")
 
 
 def standard_assists(
@@ -52,6 +55,7 @@ def standard_assists(
     tests = TestDriven(auto_checks) if auto_checks is not None and "tests" not in without else None
     assists: list[Assist | None] = [
         tests,
+        KeepWhatPasses(trials) if tests is not None else None,
         CheckBeforeAnswer(tests, trials),
         NudgeAfterFailure(),
         NudgeWhenUnchanged() if unchanged else None,

@@ -44,9 +44,11 @@ ALLOWED_WRITE_SITES: frozenset[tuple[str, str]] = frozenset(
         ("rune.pause.seal", "_create_key"),
         ("rune.app.demo", "create_demo_project"),
         # `rune check-model` and the task suite: a shipped task's project written into a new
-        # private temporary directory (names from Rune's own task data, never from a model).
+        # private temporary directory (names from Rune's own task data, never from a model),
+        # or the fixed scratch directory the benchmark's caller names, emptied and removed.
         ("rune.app.model_check", "Task.write"),
         ("rune.app.model_check", "run_task"),
+        ("rune.app.model_check", "_scratch_dir"),
         # `rune pull`: the user's command, writing only into Rune's own models directory.
         ("rune.models.pull", "pull"),
         ("rune.models.pull", "_download"),
