@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 from tests.fakes.cli import call, final, rune
 from tests.test_test_driven import (
-    BROKEN,
     FIXED,
-    TEST_CALC,
     approve_all,
+    calc_project,
     change,
     needs_bwrap,
     runtime,
@@ -31,14 +30,7 @@ OTHER = "def add(a, b):\n    return a * b\n"
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    (path / "calc").mkdir(parents=True)
-    (path / "calc" / "__init__.py").write_text("")
-    (path / "calc" / "ops.py").write_text(BROKEN)
-    (path / "tests").mkdir()
-    (path / "tests" / "__init__.py").write_text("")
-    (path / "tests" / "test_calc.py").write_text(TEST_CALC)
-    return path
+    return calc_project(tmp_path / "ws")
 
 
 @needs_bwrap

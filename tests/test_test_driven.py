@@ -62,7 +62,11 @@ TASK = (
 
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
+    return calc_project(tmp_path / "ws")
+
+
+def calc_project(path: Path) -> Path:
+    """A package ``calc`` with the bug in ``calc/ops.py`` and its tests in ``tests/``."""
     (path / "calc").mkdir(parents=True)
     (path / "calc" / "__init__.py").write_text("")
     (path / "calc" / "ops.py").write_text(BROKEN)
