@@ -148,7 +148,12 @@ def run_task(task: Task, args: argparse.Namespace, transport: FreshStart, model:
     transport.fresh = slots is None
     wrapped: Any = transport if slots is None else SlotCache(transport, transport.root, *slots)
     offered = [t for t in BUILTIN_TOOLS if t.spec.name not in args.without]
-    flags = {"approval": args.approval, "protocol": args.protocol}
+    flags: dict[str, Any] = {"approval": args.approval, "protocol": args.protocol}
+    without_assists = set(args.without_assist)
+    if args.first_reply:
+        # a fast proxy for prompt and format changes: minutes a suite instead of an hour
+        flags |= {"max_iterations": 1, "max_budgets": 1}
+        without_assists |= {"repair", "reask"}
     result = shared_run_task(
         Runnable(task.name, task.request, write),
         wrapped,
@@ -160,7 +165,7 @@ def run_task(task: Task, args: argparse.Namespace, transport: FreshStart, model:
         tools=offered,
         prepare=ablate,
         judge=judge,
-        without_assists=frozenset(args.without_assist),
+        without_assists=frozenset(without_assists),
         # The workspace's path is in the prompt: a fixed one makes a task run the same every
         # time at temperature 0 (with a new random one, the 1.5B flipped tasks run to run).
         scratch=Path(tempfile.gettempdir()) / "rune-bench" / task.suite / task.name,
@@ -236,6 +241,11 @@ def main() -> None:
         "--no-prompt-cache",
         action="store_true",
         help="every task reads its whole first prompt (no saved prompt cache)",
+    )
+    parser.add_argument(
+        "--first-reply",
+        action="store_true",
+        help="judge the model's first reply alone: one step, one budget, no assist's own calls",
     )
     parser.add_argument("--json", type=Path, help="write every outcome here")
     parser.add_argument("--verbose", "-v", action="store_true", help="print the tool calls")
