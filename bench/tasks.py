@@ -153,7 +153,7 @@ def run_task(task: Task, args: argparse.Namespace, transport: FreshStart, model:
     if args.first_reply:
         # a fast proxy for prompt and format changes: minutes a suite instead of an hour
         flags |= {"max_iterations": 1, "max_budgets": 1}
-        without_assists |= {"repair", "reask"}
+        without_assists |= {"repair", "again", "reask"}
     result = shared_run_task(
         Runnable(task.name, task.request, write),
         wrapped,

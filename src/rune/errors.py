@@ -19,6 +19,7 @@ above the boundary never sees them::
     ├── ContextOverflow             the request cannot fit in the model's window even after eviction
     ├── ToolError                   a tool failed; its message goes back to the model
     │   ├── ToolInputError          unknown tool, missing or wrongly typed arguments
+    │   │   └── NothingToChange     a change whose file already holds exactly that content
     │   ├── SandboxDenied           the sandbox refused a path: outside the roots, blocked,
     │   │                           a credential store, protected, or odd syntax (message = denial)
     │   ├── CommandFailed           an approved command exited non-zero or timed out (message =
@@ -105,6 +106,12 @@ class ToolError(RuneError):
 
 class ToolInputError(ToolError):
     pass
+
+
+class NothingToChange(ToolInputError):
+    """A change that would leave its file as it is (the model re-sent the code the file holds):
+    nothing to approve or write. The loop may ask the model again instead
+    (:mod:`rune.assists.again`)."""
 
 
 class SandboxDenied(ToolError):

@@ -4,13 +4,15 @@ Each assist is one module: :mod:`~rune.assists.tests` (tests drive the loop),
 :mod:`~rune.assists.keep` (a change that breaks passing tests is not made),
 :mod:`~rune.assists.check` (check before answer), :mod:`~rune.assists.nudge` (nudge after
 failure), :mod:`~rune.assists.unchanged` (nudge when nothing changed),
-:mod:`~rune.assists.sampled_repair` (sampled repair), :mod:`~rune.assists.reask` (ask again
-when a reply is cut off). :func:`standard_assists` is the
-list the loop runs unless its caller picks another (the composition root does, ``rune.app``).
+:mod:`~rune.assists.sampled_repair` (sampled repair), :mod:`~rune.assists.again` (ask again
+when a change changes nothing), :mod:`~rune.assists.reask` (ask again when a reply is cut
+off). :func:`standard_assists` is the list the loop runs unless its caller picks another
+(the composition root does, ``rune.app``).
 """
 
 from __future__ import annotations
 
+from rune.assists.again import ReaskWhenNoChange
 from rune.assists.check import CheckBeforeAnswer
 from rune.assists.keep import KeepWhatPasses
 from rune.assists.nudge import NudgeAfterFailure
@@ -28,13 +30,14 @@ __all__ = [
     "NudgeAfterFailure",
     "NudgeWhenUnchanged",
     "ReaskWhenCut",
+    "ReaskWhenNoChange",
     "SampledRepair",
     "TestDriven",
     "standard_assists",
 ]
 
 #: every assist's name, in the order the loop runs them
-ASSIST_NAMES = ("tests", "keep", "check", "nudge", "unchanged", "repair", "reask")
+ASSIST_NAMES = ("tests", "keep", "check", "nudge", "unchanged", "repair", "again", "reask")
 
 
 def standard_assists(
@@ -60,6 +63,7 @@ def standard_assists(
         NudgeAfterFailure(),
         NudgeWhenUnchanged() if unchanged else None,
         SampledRepair(trials),
+        ReaskWhenNoChange(trials),
         ReaskWhenCut() if reask else None,
     ]
     return [a for a in assists if a is not None and a.name not in without]

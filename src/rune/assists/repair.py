@@ -84,11 +84,12 @@ def sample_changes(
     options: Mapping[str, Any] | None,
     tool_names: frozenset[str],
     limit: int | None = None,
+    count: int = SAMPLES,
 ) -> Iterator[ConstrainedCall]:
-    """Up to :data:`SAMPLES` calls the model writes at :data:`TEMPERATURE`, one per seed:
+    """Up to ``count`` calls the model writes at :data:`TEMPERATURE`, one per seed:
     ``ask(options)`` makes one model call (constrained to changes) and gives its reply
     (replies that name no call are skipped); ``limit``: the output tokens of each."""
-    for k in range(SAMPLES):
+    for k in range(count):
         sampling = {**(options or {}), "temperature": TEMPERATURE, "seed": FIRST_SEED + k}
         if limit is not None:
             sampling["num_predict"] = limit

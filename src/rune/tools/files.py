@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rune.errors import ToolError, ToolInputError
+from rune.errors import NothingToChange, ToolError, ToolInputError
 from rune.messages import thaw
 from rune.tools import fs, python_code
 from rune.tools.base import (
@@ -255,7 +255,7 @@ def _prepare(tool: str, planner: Planner) -> Callable[[ToolContext, Args], Prepa
         plan = planner(ctx, args)
         shown = for_display(str(plan.path), keep="")
         if plan.after == plan.before:
-            raise ToolError(
+            raise NothingToChange(
                 f"nothing to change: {shown} already has exactly this content. If the task is "
                 "not done, the code you send must differ from what the file holds now."
             )

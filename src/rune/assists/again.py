@@ -1,0 +1,192 @@
+"""Ask again when a change changes nothing: a reply that re-sends what the file holds is not run.
+
+Once its change failed the tests and no sampled repair passed them, the 1.5B re-sent the
+function exactly as the file held it, greedy, turn after turn: "nothing to change", a check,
+the same function again, until the breaker or the turn budget ended the run (the algorithm and
+repository suites, ``bench/README.md``). The loop can see such a reply before it runs it: the
+change's plan leaves the file as it is (:class:`rune.errors.NothingToChange`). So it is not run.
+The model is asked again from the same conversation and the answer it would have read, sampled
+(:data:`rune.assists.repair.TEMPERATURE`, a seed per sample, so a run repeats), for up to
+:data:`SAMPLES` changes:
+
+- with a failed check the run can trust (it fails on the code as the run found it, and not in
+  its own code: the sampled repair's rule), the first sample that passes it takes the reply's
+  place, else the one that leaves the fewest tests failing, else one that moves a stuck
+  assert's report (:func:`rune.assists.repair.pick`);
+- else, or when none of those is found, the first sample that changes something and that no
+  assist refuses (:mod:`rune.assists.keep` refuses one that makes more tests fail): a different
+  change gives the model a new result to read where the same reply would give it the same
+  error.
+
+Samples that change nothing, or repeat a change the run already made or tried, are skipped;
+when no sample is left the reply runs as it is and the model reads why. At most
+:data:`MAX_AGAIN` times a run; each sample is an assist's model call, outside the step count,
+as the sampled repair's are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
+from typing import Any
+
+from rune.assists import repair
+from rune.calls import tool_request
+from rune.errors import NothingToChange, RuneError
+from rune.formats import constrained
+from rune.formats.constrained import ConstrainedCall
+from rune.messages import Message, ToolRequest
+from rune.pause.state import LoopState
+from rune.runtime.assist import Assist, Loop
+from rune.runtime.breaker import LOOP_SOURCE
+from rune.tools import testing
+from rune.tools.spec import Executor, Trial, Trials
+
+__all__ = ["MAX_AGAIN", "SAMPLES", "ReaskWhenNoChange", "changes_nothing"]
+
+#: times in one run
+MAX_AGAIN = 2
+#: replies drawn each time
+SAMPLES = 4
+
+
+def changes_nothing(executor: Executor, call: ToolRequest) -> NothingToChange | None:
+    """Why ``call`` would leave its file as it is, or None (it changes something, or it cannot
+    be prepared at all: that error is the call's own, the model reads it when it runs)."""
+    try:
+        executor.prepare(call.name, call.arguments)
+    except NothingToChange as err:
+        return err
+    except RuneError:
+        return None
+    return None
+
+
+class ReaskWhenNoChange(Assist):
+    """Puts a sampled change in place of a reply that changes nothing."""
+
+    name = "again"
+
+    def __init__(self, trials: Trials | None = None) -> None:
+        #: None: the loop's executor, when it is one
+        self._trials = trials
+        self._schema: Mapping[str, Any] | None = None
+
+    def replace_call(self, loop: Loop, state: LoopState, call: ToolRequest) -> ToolRequest:
+        executor = loop.executor
+        asked = int(self.recalled(state).get("asked", 0))
+        if state.opening is None or asked >= MAX_AGAIN or not executor.is_mutating(call.name):
+            return call
+        nothing = changes_nothing(executor, call)
+        if nothing is None:
+            return call
+        self.memory(state)["asked"] = asked + 1
+        specs = executor.specs()
+        # what the model would read next: its reply and why it changes nothing
+        conversation: list[Message] = [*state.messages, {"role": "user", "content": str(nothing)}]
+        base, shaped = loop.shape(conversation)
+        if self._schema is None:
+            self._schema = constrained.turn_schema([s for s in specs if s.mutating], answer=False)
+        schema = self._schema
+
+        def ask(options: Mapping[str, Any]) -> str:
+            request = replace(base, options=options, response_schema=schema)
+            return str(loop.ask(state, request, shaped, by=self.name).message.get("content") or "")
+
+        tool_names = frozenset(spec.name for spec in specs)
+        limit = repair.sample_limit(ConstrainedCall(call.name, call.arguments), base.options)
+        tried = {tool_request(call.name, call.arguments).signature}
+        tried.update(
+            tool_request(e.name, e.arguments).signature
+            for e in state.events
+            if executor.is_mutating(e.name)
+        )
+        drawn = 0
+        first: list[ConstrainedCall] = []
+
+        def changes() -> Iterator[ConstrainedCall]:
+            """The samples that change something the run has not changed or tried yet."""
+            nonlocal drawn
+            for sample in repair.sample_changes(ask, base.options, tool_names, limit, SAMPLES):
+                drawn += 1
+                request = tool_request(sample.name, sample.arguments)
+                if request.signature in tried or changes_nothing(executor, request) is not None:
+                    continue
+                tried.add(request.signature)
+                yield sample
+
+        def allowed(sample: ConstrainedCall) -> bool:
+            if loop.refusal(state, tool_request(sample.name, sample.arguments)) is not None:
+                return False
+            if not first:
+                first.append(sample)
+            return True
+
+        pool = changes()
+        found, how = self._checked(loop, state, call, pool, allowed)
+        if found is None:
+            # no check to choose by, or none chose one: the first change no assist refuses
+            how = "the first that changes something"
+            try:
+                found = first[0] if first else next((s for s in pool if allowed(s)), None)
+            except RuneError as err:
+                loop.note(state, f"could not ask the model again: {err}")
+        whose = call.arguments.get("path") or "the file"
+        if found is None:
+            loop.note(
+                state,
+                f"the model re-sent {whose} as it is; none of {drawn} replies Rune asked for "
+                "again changes it otherwise",
+            )
+            return call
+        loop.note(
+            state,
+            f"the model re-sent {whose} as it is; Rune asked again (sampled): of {drawn} "
+            f"replies, it takes {how}",
+        )
+        return tool_request(found.name, found.arguments, None, call.source)
+
+    def _checked(
+        self,
+        loop: Loop,
+        state: LoopState,
+        call: ToolRequest,
+        samples: Iterator[ConstrainedCall],
+        allowed: Callable[[ConstrainedCall], bool],
+    ) -> tuple[ConstrainedCall | None, str]:
+        """The sample the run's failed check picks (:func:`rune.assists.repair.pick`) and how;
+        (None, "") without a check that can tell (the samples are left undrawn)."""
+        specs = loop.executor.specs()
+        check = repair.failed_check(state.events, frozenset(s.name for s in specs if s.checks))
+        trials = self._trials
+        if trials is None and isinstance(loop.executor, Trials):
+            trials = loop.executor
+        if check is None or trials is None:
+            return None, ""
+        own = trials.try_change(call.name, call.arguments, check.name, check.arguments)
+        before = trials.try_before_changes(check.name, check.arguments)
+        if own is None or before is None or before.passed or before.own_fault:
+            return None, ""
+
+        def attempt(sample: ConstrainedCall) -> Trial | None:
+            if not allowed(sample):
+                return Trial(passed=False, report="refused", made=False)
+            return trials.try_change(sample.name, sample.arguments, check.name, check.arguments)
+
+        whose = "the tests" if check.source == LOOP_SOURCE else "the model's own check"
+        found = repair.pick(
+            samples,
+            attempt,
+            own,
+            stuck=True,
+            tried=set(),
+            baseline=testing.tally(check.error or ""),
+        )
+        if found.call is None:
+            return None, ""
+        if found.passes:
+            return found.call, f"one that passes {whose}"
+        if found.fewer is not None:
+            left = found.fewer[1]
+            return found.call, f"one that leaves {left} of {whose} failing, fewer than now"
+        return found.call, f"one that changes what {whose} report, as most of them do"
