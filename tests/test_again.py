@@ -87,6 +87,7 @@ def test_a_reply_that_changes_nothing_gives_way_to_a_sample_that_changes_somethi
         [
             change(AS_IT_IS),  # the model's reply: the function as the file has it
             change(AS_IT_IS),  # a sample that changes nothing either: skipped
+            turn(tool="run_command", arguments={"command": "rm calc.py"}),  # not an edit
             change(FIXED),  # the next sample: taken
             turn(tool="run_python", arguments={"code": CHECK}),
             turn(answer="Fixed add."),
@@ -97,12 +98,14 @@ def test_a_reply_that_changes_nothing_gives_way_to_a_sample_that_changes_somethi
     resp = approve_all(loop, loop.run(list(TASK)))
     assert resp.success, resp.error
     assert (ws / "calc.py").read_text() == SOURCE.replace("a - b", "a + b")
-    assert sampled(transport) == [1, 2]
+    assert sampled(transport) == [1, 2, 3]
+    # only the reply's own tool is asked for: a sample is an edit made otherwise
+    assert "run_command" not in json.dumps(transport.requests[1].response_schema)
     # the samples were asked from the conversation and the error the reply would have met
     asked = transport.requests[1].messages
     assert "nothing to change" in str(asked[-1]["content"])
     assert asked[-2] == {"role": "assistant", "content": change(AS_IT_IS)["content"]}
-    assert any("re-sent calc.py as it is" in w and "of 2 replies" in w for w in resp.warnings)
+    assert any("re-sent calc.py as it is" in w and "of 3 replies" in w for w in resp.warnings)
     # the no-op never ran: the only change event is the sample's
     changes = [e for e in resp.events if e.name == "replace_function"]
     assert [e.arguments["code"] for e in changes] == [FIXED] and changes[0].status == "done"

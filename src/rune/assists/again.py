@@ -7,7 +7,8 @@ repository suites, ``bench/README.md``). The loop can see such a reply before it
 change's plan leaves the file as it is (:class:`rune.errors.NothingToChange`). So it is not run.
 The model is asked again from the same conversation and the answer it would have read, sampled
 (:data:`rune.assists.repair.TEMPERATURE`, a seed per sample, so a run repeats), for up to
-:data:`SAMPLES` changes:
+:data:`SAMPLES` changes made with the reply's own tool (never another: a sample that picked
+``run_command`` once deleted the library's module):
 
 - with a failed check the run can trust (it fails on the code as the run found it, and not in
   its own code: the sampled repair's rule), the first sample that passes it takes the reply's
@@ -70,7 +71,6 @@ class ReaskWhenNoChange(Assist):
     def __init__(self, trials: Trials | None = None) -> None:
         #: None: the loop's executor, when it is one
         self._trials = trials
-        self._schema: Mapping[str, Any] | None = None
 
     def replace_call(self, loop: Loop, state: LoopState, call: ToolRequest) -> ToolRequest:
         executor = loop.executor
@@ -85,9 +85,9 @@ class ReaskWhenNoChange(Assist):
         # what the model would read next: its reply and why it changes nothing
         conversation: list[Message] = [*state.messages, {"role": "user", "content": str(nothing)}]
         base, shaped = loop.shape(conversation)
-        if self._schema is None:
-            self._schema = constrained.turn_schema([s for s in specs if s.mutating], answer=False)
-        schema = self._schema
+        # the reply's own tool alone: the same edit, made otherwise (a sample that picked
+        # another mutating tool once ran `rm` on the library's module)
+        schema = constrained.turn_schema([s for s in specs if s.name == call.name], answer=False)
 
         def ask(options: Mapping[str, Any]) -> str:
             request = replace(base, options=options, response_schema=schema)
@@ -110,7 +110,11 @@ class ReaskWhenNoChange(Assist):
             for sample in repair.sample_changes(ask, base.options, tool_names, limit, SAMPLES):
                 drawn += 1
                 request = tool_request(sample.name, sample.arguments)
-                if request.signature in tried or changes_nothing(executor, request) is not None:
+                if (
+                    sample.name != call.name
+                    or request.signature in tried
+                    or changes_nothing(executor, request) is not None
+                ):
                     continue
                 tried.add(request.signature)
                 yield sample
