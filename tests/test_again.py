@@ -1,6 +1,6 @@
-"""Ask again when a change changes nothing (rune.assists.again): a reply that re-sends what the
-file holds is not run; a sampled reply from the same conversation that changes something takes
-its place, the one the tests pick where Rune runs them."""
+"""Ask again when a change changes nothing (rune.assists.again): where Rune runs the project's
+tests, a reply that re-sends what the file holds is not run; a sampled reply from the same
+conversation takes its place, the one the tests pick."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tests.test_test_driven import WRONG as CALC_WRONG
 from tests.test_test_driven import calc_project, needs_bwrap
 
 from rune.assists import standard_assists
-from rune.assists.again import MAX_AGAIN, SAMPLES, changes_nothing
+from rune.assists.again import MAX_AGAIN, SAMPLES, SET_ON_IT, changes_nothing
 from rune.assists.repair import TEMPERATURE
 from rune.calls import tool_request
 from rune.errors import NothingToChange
@@ -29,7 +29,8 @@ SOURCE = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b
 AS_IT_IS = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"
 TASK = [{"role": "user", "content": "add(2, 3) in calc.py should be 5. Fix it."}]
-CHECK = "from calc import add\nassert add(2, 3) == 5, add(2, 3)"
+#: calc/ops.py as calc_project writes it, but for a blank line the file does not keep
+SPACED = CALC_BROKEN + "\n"
 
 
 @pytest.fixture
@@ -48,7 +49,7 @@ def turn(**fields: Any) -> dict[str, Any]:
     return {"content": json.dumps(fields)}
 
 
-def change(code: str, path: str = "calc.py") -> dict[str, Any]:
+def change(code: str, path: str = "calc/ops.py") -> dict[str, Any]:
     return turn(tool="replace_function", arguments={"path": path, "name": "add", "code": code})
 
 
@@ -66,6 +67,23 @@ def sampled(transport: ScriptedTransport) -> list[int]:
     ]
 
 
+def run_on_calc(
+    tmp_path: Path, script: list[dict[str, Any]]
+) -> tuple[Any, Path, ScriptedTransport]:
+    """A run on calc_project's failing test, with every assist but the sampled repair (which
+    would meet the reply first and draw from a fresh start)."""
+    ws = calc_project(tmp_path / "ws")
+    tools = executor(ws)
+    assists = standard_assists(
+        auto_checks=lambda request: auto_check(request, tools.workspace, tools.policy),
+        without=frozenset({"repair"}),
+    )
+    transport = ScriptedTransport(script, tools=True)
+    loop = LocalToolRuntime(transport, tools, model="m", protocol="constrained", assists=assists)
+    resp = approve_all(loop, loop.run([{"role": "user", "content": CALC_TASK}]))
+    return resp, ws / "calc" / "ops.py", transport
+
+
 def test_a_change_that_leaves_the_file_as_it_is_is_told_by_its_type(ws: Path) -> None:
     ex = executor(ws)
     same = tool_request("replace_function", {"path": "calc.py", "name": "add", "code": AS_IT_IS})
@@ -80,81 +98,85 @@ def test_a_change_that_leaves_the_file_as_it_is_is_told_by_its_type(ws: Path) ->
     assert (ws / "calc.py").read_text() == SOURCE
 
 
-def test_a_reply_that_changes_nothing_gives_way_to_a_sample_that_changes_something(
-    ws: Path,
-) -> None:
-    transport = ScriptedTransport(
-        [
-            change(AS_IT_IS),  # the model's reply: the function as the file has it
-            change(AS_IT_IS),  # a sample that changes nothing either: skipped
-            turn(tool="run_command", arguments={"command": "rm calc.py"}),  # not an edit
-            change(FIXED),  # the next sample: taken
-            turn(tool="run_python", arguments={"code": CHECK}),
-            turn(answer="Fixed add."),
-        ],
-        tools=True,
-    )
-    loop = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
-    resp = approve_all(loop, loop.run(list(TASK)))
-    assert resp.success, resp.error
-    assert (ws / "calc.py").read_text() == SOURCE.replace("a - b", "a + b")
-    assert sampled(transport) == [1, 2, 3]
-    # only the reply's own tool is asked for: a sample is an edit made otherwise
-    assert "run_command" not in json.dumps(transport.requests[1].response_schema)
-    # the samples were asked from the conversation and the error the reply would have met
-    asked = transport.requests[1].messages
-    assert "nothing to change" in str(asked[-1]["content"])
-    assert asked[-2] == {"role": "assistant", "content": change(AS_IT_IS)["content"]}
-    assert any("re-sent calc.py as it is" in w and "of 3 replies" in w for w in resp.warnings)
-    # the no-op never ran: the only change event is the sample's
-    changes = [e for e in resp.events if e.name == "replace_function"]
-    assert [e.arguments["code"] for e in changes] == [FIXED] and changes[0].status == "done"
-
-
-def test_when_no_sample_changes_anything_the_reply_runs_and_the_model_hears_why(
-    ws: Path,
-) -> None:
-    script = [change(AS_IT_IS)] * (1 + SAMPLES) + [turn(answer="add is fine as it is.")]
+def test_without_tests_rune_runs_the_reply_is_run_as_it_is(ws: Path) -> None:
+    # the model's own check is no judge of samples (on the algorithm suite it was wrong)
+    script = [change(AS_IT_IS, "calc.py"), turn(answer="add is fine as it is.")]
     transport = ScriptedTransport(script, tools=True)
     loop = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
     resp = approve_all(loop, loop.run(list(TASK)))
-    assert (ws / "calc.py").read_text() == SOURCE
+    assert sampled(transport) == []
+    failed = [e for e in resp.events if e.name == "replace_function"]
+    assert len(failed) == 1 and "nothing to change" in (failed[0].error or "")
+
+
+@needs_bwrap
+def test_the_tests_pick_the_sample_that_passes_them(tmp_path: Path) -> None:
+    resp, ops, transport = run_on_calc(
+        tmp_path,
+        [
+            change(CALC_BROKEN),  # the model's reply: the function as the file has it
+            turn(tool="run_command", arguments={"command": "rm calc/ops.py"}),  # not an edit
+            change(CALC_WRONG),  # changes something, fails the same test
+            change(CALC_FIXED),  # passes
+        ],
+    )
+    assert resp.success, resp.error
+    assert ops.read_text() == CALC_FIXED
+    assert sampled(transport) == [1, 2, 3]
+    assert any(
+        "re-sent calc/ops.py as it is" in w and "one that passes the tests" in w
+        for w in resp.warnings
+    )
+    # asked from the conversation and the error the reply would have met, for the reply's
+    # own tool alone
+    asked = transport.requests[1]
+    assert "nothing to change" in str(asked.messages[-1]["content"])
+    assert asked.messages[-2] == {"role": "assistant", "content": change(CALC_BROKEN)["content"]}
+    assert "run_command" not in json.dumps(asked.response_schema)
+    # the no-op never ran: the only change made is the sample's
+    changes = [e for e in resp.events if e.name == "replace_function"]
+    assert [(e.arguments["code"], e.status) for e in changes] == [(CALC_FIXED, "done")]
+
+
+@needs_bwrap
+def test_a_sample_that_moves_a_stuck_failure_is_taken_and_the_model_goes_on(tmp_path: Path) -> None:
+    resp, ops, _ = run_on_calc(
+        tmp_path,
+        [
+            change(CALC_BROKEN),
+            change(CALC_WRONG),  # a sample: another value at the same assert
+            change(CALC_BROKEN),  # two samples that repeat the reply: no more are drawn
+            change(CALC_BROKEN),
+            change(CALC_FIXED),  # the model's next turn, after the tests ran on WRONG
+        ],
+    )
+    assert resp.success, resp.error
+    assert ops.read_text() == CALC_FIXED
+    assert any("changes what the tests report" in w for w in resp.warnings)
+    made = [e.arguments["code"] for e in resp.events if e.name == "replace_function"]
+    assert made == [CALC_WRONG, CALC_FIXED]
+
+
+@needs_bwrap
+def test_when_no_sample_changes_anything_the_reply_runs_and_the_model_hears_why(
+    tmp_path: Path,
+) -> None:
+    # samples that change nothing, but not the reply word for word: all are drawn
+    script = [change(CALC_BROKEN), *[change(SPACED)] * SAMPLES, turn(answer="add is fine.")]
+    resp, ops, transport = run_on_calc(tmp_path, script)
+    assert ops.read_text() == CALC_BROKEN
     assert len(sampled(transport)) == SAMPLES
     assert any(f"none of {SAMPLES} replies" in w for w in resp.warnings)
     failed = [e for e in resp.events if e.name == "replace_function"]
     assert len(failed) == 1 and "nothing to change" in (failed[0].error or "")
 
 
-def test_it_asks_again_at_most_max_again_times_a_run(ws: Path) -> None:
-    # every reply, the model's and the samples', changes nothing
-    noop = change(AS_IT_IS)
-    script = [noop] * ((1 + SAMPLES) * MAX_AGAIN + 1) + [turn(answer="done")]
-    transport = ScriptedTransport(script, tools=True)
-    loop = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
-    approve_all(loop, loop.run(list(TASK)))
-    assert len(sampled(transport)) == SAMPLES * MAX_AGAIN
-
-
 @needs_bwrap
-def test_where_rune_runs_the_tests_they_pick_the_sample(tmp_path: Path) -> None:
-    ws = calc_project(tmp_path / "ws")
-    tools = executor(ws)
-    # the sampled repair left out, so this assist meets the reply alone
-    assists = standard_assists(
-        auto_checks=lambda request: auto_check(request, tools.workspace, tools.policy),
-        without=frozenset({"repair"}),
-    )
-    transport = ScriptedTransport(
-        [
-            change(CALC_BROKEN, "calc/ops.py"),  # the function as the file has it
-            change(CALC_WRONG, "calc/ops.py"),  # changes something, fails the same test
-            change(CALC_FIXED, "calc/ops.py"),  # passes
-        ],
-        tools=True,
-    )
-    loop = LocalToolRuntime(transport, tools, model="m", protocol="constrained", assists=assists)
-    resp = approve_all(loop, loop.run([{"role": "user", "content": CALC_TASK}]))
-    assert resp.success, resp.error
-    assert (ws / "calc" / "ops.py").read_text() == CALC_FIXED
-    assert sampled(transport) == [1, 2]
-    assert any("one that passes the tests" in w for w in resp.warnings)
+def test_a_model_set_on_its_reply_is_asked_no_more_and_at_most_max_again_times(
+    tmp_path: Path,
+) -> None:
+    # every reply, the model's and the samples', is the code the file holds
+    script = [change(CALC_BROKEN)] * ((1 + SET_ON_IT) * MAX_AGAIN + 1) + [turn(answer="done")]
+    resp, _, transport = run_on_calc(tmp_path, script)
+    assert len(sampled(transport)) == SET_ON_IT * MAX_AGAIN < SAMPLES * MAX_AGAIN
+    assert sum(f"none of {SET_ON_IT} replies" in w for w in resp.warnings) == MAX_AGAIN

@@ -11,10 +11,10 @@ as many failing or fewer, or one that cannot be tried, goes on as before.
 
 from __future__ import annotations
 
-from rune.messages import ToolEvent, ToolRequest
+from rune.assists.tests import failed_test_run
+from rune.messages import ToolRequest
 from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
-from rune.runtime.breaker import LOOP_SOURCE
 from rune.tools import testing
 from rune.tools.spec import Trials
 
@@ -40,7 +40,7 @@ class KeepWhatPasses(Assist):
     def refusal(self, loop: Loop, state: LoopState, request: ToolRequest) -> str | None:
         if not loop.executor.is_mutating(request.name):
             return None
-        last = _last_test_run(state.events)
+        last = failed_test_run(state.events)
         now = testing.tally(last.error or "") if last is not None else None
         if last is None or now is None or now[1] >= now[0]:
             return None  # passing, no counts, or nothing passes that a change could break
@@ -56,11 +56,3 @@ class KeepWhatPasses(Assist):
         if after is None or after[0] != now[0] or after[1] <= now[1]:
             return None
         return worse_message(after[1], after[0], now[1])
-
-
-def _last_test_run(events: list[ToolEvent]) -> ToolEvent | None:
-    """The tests' last run by the loop itself, when it failed."""
-    for event in reversed(events):
-        if event.source == LOOP_SOURCE:
-            return event if event.status == "failed" else None
-    return None

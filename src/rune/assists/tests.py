@@ -21,7 +21,7 @@ from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
 from rune.tools.spec import AutoCheck, AutoChecks
 
-__all__ = ["TestDriven", "started_with_tests", "unmoved_changes"]
+__all__ = ["TestDriven", "failed_test_run", "started_with_tests", "unmoved_changes"]
 
 
 NOTE_AFTER_UNMOVED = 2
@@ -54,6 +54,14 @@ def _failure(report: str | None) -> str:
             break
         lines.append(_TIMING.sub("", line))
     return "\n".join(lines)
+
+
+def failed_test_run(events: Sequence[ToolEvent]) -> ToolEvent | None:
+    """The tests' last run by the loop itself, when it failed."""
+    for event in reversed(events):
+        if event.source == LOOP_SOURCE:
+            return event if event.status == "failed" else None
+    return None
 
 
 def started_with_tests(state: LoopState) -> bool:
