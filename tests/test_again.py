@@ -13,7 +13,7 @@ from tests.test_test_driven import BROKEN as CALC_BROKEN
 from tests.test_test_driven import FIXED as CALC_FIXED
 from tests.test_test_driven import TASK as CALC_TASK
 from tests.test_test_driven import WRONG as CALC_WRONG
-from tests.test_test_driven import calc_project, needs_bwrap
+from tests.test_test_driven import approve_all, calc_project, change, executor, needs_bwrap, turn
 
 from rune.assists import standard_assists
 from rune.assists.again import MAX_AGAIN, SAMPLES, SET_ON_IT, changes_nothing
@@ -21,7 +21,6 @@ from rune.assists.repair import TEMPERATURE
 from rune.calls import tool_request
 from rune.errors import NothingToChange
 from rune.runtime.local_tool_runtime import LocalToolRuntime
-from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.tools.testing import auto_check
 from rune.transport.scripted import ScriptedTransport
 
@@ -39,24 +38,6 @@ def ws(tmp_path: Path) -> Path:
     path.mkdir()
     (path / "calc.py").write_text(SOURCE)
     return path
-
-
-def executor(ws: Path) -> ToolExecutor:
-    return ToolExecutor(SandboxPolicy.default(home=ws.parent), ws)
-
-
-def turn(**fields: Any) -> dict[str, Any]:
-    return {"content": json.dumps(fields)}
-
-
-def change(code: str, path: str = "calc/ops.py") -> dict[str, Any]:
-    return turn(tool="replace_function", arguments={"path": path, "name": "add", "code": code})
-
-
-def approve_all(loop: LocalToolRuntime, resp: Any) -> Any:
-    while resp.pending is not None:
-        resp = loop.approve(resp.pending_state)
-    return resp
 
 
 def sampled(transport: ScriptedTransport) -> list[int]:
