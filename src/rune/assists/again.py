@@ -43,7 +43,7 @@ from rune.messages import Message, ToolRequest
 from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
 from rune.tools import testing
-from rune.tools.spec import Executor, Trial, Trials
+from rune.tools.spec import Executor, Trial, Trials, trials_of
 
 __all__ = ["MAX_AGAIN", "SAMPLES", "SET_ON_IT", "ReaskWhenNoChange", "changes_nothing"]
 
@@ -177,9 +177,7 @@ class ReaskWhenNoChange(Assist):
         """The sample the run's failed check picks (:func:`rune.assists.repair.pick`) and how;
         (None, "") without a check that can tell (the samples are left undrawn)."""
         check = failed_test_run(state.events)
-        trials = self._trials
-        if trials is None and isinstance(loop.executor, Trials):
-            trials = loop.executor
+        trials = trials_of(self._trials, loop.executor)
         if check is None or trials is None:
             return None, ""
         own = trials.try_change(call.name, call.arguments, check.name, check.arguments)

@@ -30,7 +30,7 @@ from rune.messages import ToolEvent, ToolRequest, ToolStatus
 from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
-from rune.tools.spec import Trials
+from rune.tools.spec import Trials, trials_of
 
 __all__ = ["MAX_FAILED_CHECKS", "MAX_TRIED_CHECKS", "SHOWS_NOTHING", "CheckBeforeAnswer"]
 
@@ -91,9 +91,7 @@ class CheckBeforeAnswer(Assist):
         return True
 
     def unfinished(self, loop: Loop, state: LoopState) -> str | None:
-        trials = self._trials
-        if trials is None and isinstance(loop.executor, Trials):
-            trials = loop.executor
+        trials = trials_of(self._trials, loop.executor)
         passed = _checks_since_last_change(state.events, loop.kinds.changes, loop.kinds.checks)
         if trials is None or not passed or any(e.source == LOOP_SOURCE for e in passed):
             return None  # nothing to try, no check passed, or the project's tests pass

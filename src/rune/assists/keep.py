@@ -16,7 +16,7 @@ from rune.messages import ToolRequest
 from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
 from rune.tools import testing
-from rune.tools.spec import Trials
+from rune.tools.spec import Trials, trials_of
 
 __all__ = ["KeepWhatPasses", "worse_message"]
 
@@ -44,11 +44,9 @@ class KeepWhatPasses(Assist):
         now = testing.tally(last.error or "") if last is not None else None
         if last is None or now is None or now[1] >= now[0]:
             return None  # passing, no counts, or nothing passes that a change could break
-        trials = self._trials
+        trials = trials_of(self._trials, loop.executor)
         if trials is None:
-            if not isinstance(loop.executor, Trials):
-                return None
-            trials = loop.executor
+            return None
         trial = trials.try_change(request.name, request.arguments, last.name, last.arguments)
         if trial is None or trial.passed or not trial.made:
             return None

@@ -23,7 +23,7 @@ from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
 from rune.tools import testing
-from rune.tools.spec import Trial, Trials
+from rune.tools.spec import Trial, Trials, trials_of
 
 __all__ = ["SampledRepair"]
 
@@ -51,11 +51,9 @@ class SampledRepair(Assist):
             or not loop.executor.is_mutating(call.name)
         ):
             return call
-        trials = self._trials
+        trials = trials_of(self._trials, loop.executor)
         if trials is None:
-            if not isinstance(loop.executor, Trials):
-                return call
-            trials = loop.executor
+            return call
 
         def attempt(change: ConstrainedCall) -> Trial | None:
             refusal = loop.refusal(state, tool_request(change.name, change.arguments))

@@ -161,6 +161,14 @@ class Trials(Protocol):
     def try_before_changes(self, check: str, check_args: Mapping[str, Any]) -> Trial | None: ...
 
 
+def trials_of(given: Trials | None, executor: Executor) -> Trials | None:
+    """The service an assist tries changes with: ``given`` (the composition root's), else the
+    loop's executor when it is one, else None."""
+    if given is not None:
+        return given
+    return executor if isinstance(executor, Trials) else None
+
+
 #: the name this protocol had when the loop asked the executor for it
 TriesChanges = Trials
 
