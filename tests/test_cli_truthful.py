@@ -321,3 +321,43 @@ def test_rune_alone_on_a_terminal_opens_the_interface_in_this_directory(
         term.close()
     listed = rune(home, "sessions").stdout
     assert str(workspace) in listed
+
+
+# --- what the run goes without is said before it starts ----------------------------------------
+
+
+def test_tests_rune_cannot_run_here_are_named_before_the_first_turn(
+    home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    # No bubblewrap on PATH: run_tests is not offered, and the run would otherwise end on the
+    # model's word without a hint that the project's tests never ran.
+    no_tools = tmp_path / "empty-bin"
+    no_tools.mkdir()
+    done = run(
+        home,
+        workspace,
+        [final("Done.")],
+        env={"RUNE_AUTO_TESTS": "true", "PATH": str(no_tools)},
+    )
+    assert "warning: the workspace has tests, but Rune cannot run them contained here" in (
+        done.stderr
+    )
+    assert "bubblewrap (bwrap) is not installed" in done.stderr
+
+
+@pytest.mark.bwrap
+def test_tests_rune_runs_bring_no_warning(home: Path, workspace: Path) -> None:
+    done = run(home, workspace, [final("Done.")], env={"RUNE_AUTO_TESTS": "true"})
+    assert "cannot run them" not in done.stderr
+
+
+def test_a_workspace_without_tests_brings_no_warning(
+    home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    (workspace / "test_calc.py").rename(workspace / "check_calc.py")
+    no_tools = tmp_path / "empty-bin"
+    no_tools.mkdir()
+    done = run(
+        home, workspace, [final("Done.")], env={"RUNE_AUTO_TESTS": "true", "PATH": str(no_tools)}
+    )
+    assert "cannot run them" not in done.stderr and "warning" not in done.stderr

@@ -181,6 +181,57 @@ def test_the_tests_are_right_protects_test_files(ws: Path) -> None:
     assert unprotected is not None and unprotected.refusal(ws, {"path": "tests/x.py"}) is None
 
 
+#: commands that could change a test the task says is right: refused
+TOUCHING_TESTS = [
+    "rm tests/test_calc.py",
+    "rm -rf tests",
+    "rm -rf .",
+    "rm -rf *",
+    "git checkout -- tests",
+    "sed -i s/5/6/ tests/test_calc.py",
+    "cat /dev/null > tests/test_calc.py",
+    "python -m pytest tests/test_calc.py; rm tests/test_calc.py",
+    "python3 -c \"import os; os.remove('tests/test_calc.py')\"",
+    "find . -name 'test_*' -delete",
+    "mv tests/test_calc.py /tmp/x",
+    "cp calc/ops.py tests/test_calc.py",
+    "rm tests/test_calc.py 'unclosed",
+]
+#: commands that run or read the tests, or reach none of them: left to approval
+LEAVING_TESTS = [
+    "python -m pytest -q tests/test_calc.py",
+    "python3 -m unittest tests.test_calc",
+    "pytest tests",
+    "python3 tests/test_calc.py",
+    "cat tests/test_calc.py",
+    "grep -n add tests/test_calc.py",
+    "ls -la .",
+    "rm -rf build",
+    "sed -i s/a-b/a+b/ calc/ops.py",
+    "git status",
+]
+
+
+@pytest.mark.parametrize("command", TOUCHING_TESTS)
+def test_the_tests_are_right_refuses_a_command_that_could_change_them(
+    ws: Path, command: str
+) -> None:
+    plan = plan_tests(TASK, ws, SandboxPolicy.default(home=ws.parent))
+    assert plan is not None
+    refusal = plan.refusal(ws, {"command": command})
+    assert refusal is not None and "the task says the tests are right" in refusal
+
+
+@pytest.mark.parametrize("command", LEAVING_TESTS)
+def test_a_command_that_runs_reads_or_misses_the_tests_is_left_to_approval(
+    ws: Path, command: str
+) -> None:
+    plan = plan_tests(TASK, ws, SandboxPolicy.default(home=ws.parent))
+    assert plan is not None and plan.refusal(ws, {"command": command}) is None
+    unprotected = plan_tests("make tests/test_calc.py pass", ws, SandboxPolicy.default())
+    assert unprotected is not None and unprotected.refusal(ws, {"command": "rm -rf tests"}) is None
+
+
 # --- the tool ---------------------------------------------------------------------------------
 
 
@@ -419,6 +470,20 @@ def test_a_change_to_a_test_the_task_says_is_right_is_refused(ws: Path) -> None:
     refused = resp.events[1]
     assert refused.name == "write_file" and refused.status == "failed"
     assert "the task says the tests are right" in (refused.error or "")
+
+
+@needs_bwrap
+def test_a_command_deleting_a_test_the_task_says_is_right_is_refused(ws: Path) -> None:
+    # The 1.5B did this under --yes --yes: approval was given before the command was seen.
+    cheat = turn(tool="run_command", arguments={"command": "rm tests/test_calc.py"})
+    transport = ScriptedTransport([cheat, change(FIXED)], tools=True)
+    loop = runtime(ws, transport)
+    resp = approve_all(loop, loop.run([{"role": "user", "content": TASK}]))
+    assert resp.success
+    assert (ws / "tests" / "test_calc.py").read_text() == TEST_CALC
+    refused = resp.events[1]
+    assert refused.name == "run_command" and refused.status == "failed"
+    assert "a command may run or read them, not change them" in (refused.error or "")
 
 
 @needs_bwrap

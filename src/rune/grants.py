@@ -71,7 +71,13 @@ def plain_argv(pending: PendingApproval) -> list[str] | None:
     if pending.name != "run_command":
         return None
     command = pending.arguments.get("command")
-    if not isinstance(command, str) or _SHELL_SYNTAX.search(command):
+    return plain_command_argv(command) if isinstance(command, str) else None
+
+
+def plain_command_argv(command: str) -> list[str] | None:
+    """The argv of ``command`` when it is one plain command (no shell operator, substitution,
+    redirection or glob), else None."""
+    if _SHELL_SYNTAX.search(command):
         return None
     try:
         argv = shlex.split(command)

@@ -4,6 +4,7 @@ tool protocol, from the settings and the chosen backend."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rune import events as ev
@@ -12,8 +13,8 @@ from rune.app.policy import sandbox_policy
 from rune.settings.config import Settings
 from rune.tools.builtin import BUILTIN_TOOLS, BuiltinTool
 from rune.tools.executor import ToolExecutor
-from rune.tools.spec import AutoCheck
-from rune.tools.testing import RUN_TESTS, auto_check
+from rune.tools.spec import AutoCheck, Executor
+from rune.tools.testing import RUN_TESTS, auto_check, find_test_files
 from rune.transport.base import Transport
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ def assists_for(
     from rune.assists import standard_assists
 
     auto_checks = None
-    if settings.auto_tests and any(spec.name == RUN_TESTS.spec.name for spec in executor.specs()):
+    if settings.auto_tests and offers_tests(executor):
         workspace, policy = executor.workspace, executor.policy
 
         def auto_checks(request: str) -> AutoCheck | None:
@@ -110,6 +111,34 @@ def assists_for(
 
     return standard_assists(
         auto_checks=auto_checks, trials=executor, without=without, unchanged=True, reask=True
+    )
+
+
+def offers_tests(executor: Executor) -> bool:
+    """Whether ``executor`` offers ``run_tests`` here (the workspace has tests, and they can
+    run contained)."""
+    return any(spec.name == RUN_TESTS.spec.name for spec in executor.specs())
+
+
+def tests_left_unrun(settings: Settings, executor: Executor, workspace: Path) -> str | None:
+    """Why the workspace's tests will not check the model's changes, when it has tests and
+    Rune would run them (``auto_tests``) but cannot here: tests run contained or not at all,
+    and a run without them ends on the model's word. None when they run, or there are none."""
+    if not settings.auto_tests or offers_tests(executor):
+        return None
+    if not find_test_files(workspace, sandbox_policy(settings)):
+        return None
+    from rune.app.policy import commands_contained
+
+    contained, how = commands_contained()
+    why = (
+        "the sandbox policy keeps checks from reading the system and the interpreter"
+        if contained
+        else how
+    )
+    return (
+        f"the workspace has tests, but Rune cannot run them contained here ({why}), so no "
+        "change will be checked by them; `rune doctor` says what to install"
     )
 
 

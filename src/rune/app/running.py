@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from rune import events as ev
 from rune.app.backend import BackendChoice, choose_backend, settings_from_header
-from rune.app.build import build_operator
+from rune.app.build import build_operator, tests_left_unrun
 from rune.app.policy import sandbox_policy
 from rune.app.servers import capabilities, open_transport
 from rune.errors import ConfigError
@@ -81,6 +81,8 @@ class Rune:
     mcp: McpManager | None = None
     #: why Rune chose the model itself (no model was named), else None
     picked: str | None = None
+    #: what the run will go without, said before the first turn (tests it cannot run here)
+    shortfalls: tuple[str, ...] = ()
 
     @property
     def budget(self) -> int:
@@ -88,8 +90,10 @@ class Rune:
 
     def startup_warnings(self) -> list[str]:
         """What the user should hear before the first turn: each MCP server that failed to
-        start, each tool a server listed that Rune left out (one line each)."""
-        return list(self.mcp.problems()) if self.mcp is not None else []
+        start, each tool a server listed that Rune left out, tests in the workspace that Rune
+        cannot run here (one line each)."""
+        problems = list(self.mcp.problems()) if self.mcp is not None else []
+        return [*self.shortfalls, *problems]
 
     @property
     def workspace(self) -> Path:
@@ -203,6 +207,7 @@ def open_rune(
             mcp=manager,
             can_ask=can_ask,
         )
+        unrun = tests_left_unrun(settings, operator.executor, workspace)
         yield Rune(
             settings,
             choice,
@@ -214,6 +219,7 @@ def open_rune(
             relay,
             manager,
             picked=picked,
+            shortfalls=(unrun,) if unrun else (),
         )
 
 

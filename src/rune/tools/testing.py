@@ -25,6 +25,7 @@ from typing import Any
 from rune.errors import TestsNotRun, ToolError, ToolInputError
 from rune.tools.base import Args, BuiltinTool, ToolContext, object_schema, string_arg
 from rune.tools.checks import can_run_contained, run_read_only, trial_binds
+from rune.tools.command_paths import runs_or_reads, tests_named
 from rune.tools.commands import Outcome, format_outcome
 from rune.tools.display import for_display
 from rune.tools.locate import is_skipped, project_files
@@ -139,6 +140,8 @@ class PlannedTests:
 
     tests: tuple[str, ...]
     tests_are_right: bool
+    #: the workspace's test files, relative (what a command must not reach)
+    test_files: tuple[str, ...] = ()
 
     @property
     def arguments(self) -> dict[str, Any]:
@@ -149,10 +152,14 @@ class PlannedTests:
         return f"the tests {', '.join(self.tests)}" if self.tests else "the project's tests"
 
     def refusal(self, workspace: Path, arguments: Mapping[str, Any]) -> str | None:
-        """Why a file change with ``arguments`` may not be made (it changes a test file the
-        request said is right), or None."""
+        """Why a change with ``arguments`` may not be made, or None: it changes a test file
+        the request said is right (a file change's ``path``), or a ``command`` could
+        (:mod:`rune.tools.command_paths`)."""
         if not self.tests_are_right:
             return None
+        command = arguments.get("command")
+        if isinstance(command, str):
+            return self._command_refusal(workspace, command)
         raw = arguments.get("path")
         if not isinstance(raw, str):
             return None
@@ -168,6 +175,17 @@ class PlannedTests:
             "change the code under test instead."
         )
 
+    def _command_refusal(self, workspace: Path, command: str) -> str | None:
+        named = tests_named(command, workspace, is_test_path, self.test_files)
+        if not named or runs_or_reads(command):
+            return None
+        shown = ", ".join(for_display(word) for word in named[:3])
+        return (
+            f"this command reaches the tests ({shown}) and the task says the tests are right: "
+            "a command may run or read them, not change them; change the code under test "
+            "instead."
+        )
+
 
 def plan_tests(request: str, workspace: Path, policy: SandboxPolicy) -> PlannedTests | None:
     """The tests to run for ``request``: the ones it names, else all of the workspace's; None
@@ -176,7 +194,8 @@ def plan_tests(request: str, workspace: Path, policy: SandboxPolicy) -> PlannedT
     if not files:
         return None
     right = bool(_TESTS_ARE_RIGHT.search(request))
-    return PlannedTests(tuple(named_tests(request, workspace, files)), tests_are_right=right)
+    named = tuple(named_tests(request, workspace, files))
+    return PlannedTests(named, tests_are_right=right, test_files=tuple(files))
 
 
 def auto_check(request: str, workspace: Path, policy: SandboxPolicy) -> AutoCheck | None:
