@@ -78,7 +78,10 @@ class SampledRepair(Assist):
         fresh = state.messages[: state.opening + (2 if started_with_tests(state) else 1)]
         base, shaped = loop.shape(fresh)
         if self._schema is None:
-            self._schema = constrained.turn_schema([s for s in specs if s.mutating], answer=False)
+            # file changes only: a sample is tried over a copy of the files, which a command
+            # cannot be (and a command drawn here would be a sample spent for nothing)
+            changes = [s for s in specs if s.mutating and not s.command]
+            self._schema = constrained.turn_schema(changes, answer=False)
         schema = self._schema
 
         def ask(options: Mapping[str, Any]) -> str:
