@@ -14,7 +14,7 @@ import pytest
 from tests.fakes.cli import rune
 from tests.fakes.ollama_server import FakeModel, FakeOllama, text_reply, tool_call, tool_reply
 
-from rune.assists.repair import SAMPLES
+from rune.assists.repair import FIRST_SEED, SAMPLES
 from rune.assists.tests import UNMOVED_NOTE
 from rune.cli import EXIT_OK
 from rune.errors import ToolError
@@ -758,6 +758,10 @@ def test_a_sample_that_makes_fewer_tests_fail_takes_the_place_of_a_stuck_change(
     assert changes == [TWO, ALL]  # 2 of 3 in place of the model's 1 of 3, then all 3
     assert any("this one leaves 1 failing instead of 2" in w for w in resp.warnings)
     assert any("this one passes them" in w for w in resp.warnings)
+    # the second repair asks from the same fresh start with seeds of its own: the first's
+    # seeds would draw the very samples it already tried
+    seeds = [r.options["seed"] for r in transport.requests if r.options and "seed" in r.options]
+    assert seeds == [FIRST_SEED + k for k in range(SAMPLES + 2)]
 
 
 def test_a_tally_is_read_from_either_runner_s_summary() -> None:

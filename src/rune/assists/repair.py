@@ -85,12 +85,13 @@ def sample_changes(
     tool_names: frozenset[str],
     limit: int | None = None,
     count: int = SAMPLES,
+    first_seed: int = FIRST_SEED,
 ) -> Iterator[ConstrainedCall]:
-    """Up to ``count`` calls the model writes at :data:`TEMPERATURE`, one per seed:
-    ``ask(options)`` makes one model call (constrained to changes) and gives its reply
-    (replies that name no call are skipped); ``limit``: the output tokens of each."""
+    """Up to ``count`` calls the model writes at :data:`TEMPERATURE`, one per seed from
+    ``first_seed`` on: ``ask(options)`` makes one model call (constrained to changes) and gives
+    its reply (replies that name no call are skipped); ``limit``: the output tokens of each."""
     for k in range(count):
-        sampling = {**(options or {}), "temperature": TEMPERATURE, "seed": FIRST_SEED + k}
+        sampling = {**(options or {}), "temperature": TEMPERATURE, "seed": first_seed + k}
         if limit is not None:
             sampling["num_predict"] = limit
         turn = parse_turn(ask(sampling), tool_names)

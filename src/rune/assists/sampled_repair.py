@@ -73,6 +73,9 @@ class SampledRepair(Assist):
             # Or the check is broken itself: nothing the project does can pass it.
             return call
         memory = self.memory(state)
+        # A later repair asks from the same fresh start: the same seeds would draw the very
+        # same samples again (a spec task redrew six identical ones, 75 s for nothing).
+        first_seed = repair.FIRST_SEED + repair.SAMPLES * memory.get("repairs", 0)
         memory["repairs"] = memory.get("repairs", 0) + 1
         # the request, and what the tests said of the code as the run found it
         fresh = state.messages[: state.opening + (2 if started_with_tests(state) else 1)]
@@ -91,7 +94,7 @@ class SampledRepair(Assist):
 
         tool_names = frozenset(spec.name for spec in specs)
         limit = repair.sample_limit(ConstrainedCall(call.name, call.arguments), base.options)
-        samples = repair.sample_changes(ask, base.options, tool_names, limit)
+        samples = repair.sample_changes(ask, base.options, tool_names, limit, first_seed=first_seed)
         tried = {tool_request(call.name, call.arguments).signature}
         tried.update(
             tool_request(e.name, e.arguments).signature
