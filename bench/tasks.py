@@ -19,6 +19,11 @@ calls and prompt tokens.
 usage: .venv/bin/python bench/tasks.py --model qwen2.5-coder:1.5b [--suite bugs|algo|spec|repo|all]
            [--protocol constrained] [--tasks 0*] [--runs 3] [--base-url http://127.0.0.1:8080]
            [--json results.json]
+
+Sampling: ``--option temperature=0.7 --option top_k=20`` sets generation options over the
+catalogue model's (greedy by default); with ``--runs K --seed-per-run`` each run samples with
+its own seed, and the summary says in how many tasks at least one run fixed it (pass@K; with
+``--first-reply``, of the first reply alone).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -105,7 +110,8 @@ class Outcome:
 
 
 def run_task(task: Task, args: argparse.Namespace, transport: FreshStart, model: str,
-             choice: BackendChoice, slots: tuple[Path, str] | None) -> Outcome:  # fmt: skip
+             choice: BackendChoice, slots: tuple[Path, str] | None,
+             run: int = 1) -> Outcome:  # fmt: skip
     """``task`` run as ``rune run --yes --yes`` runs it (:func:`rune.app.model_check.run_task`),
     with what the suites report besides: model calls, prompt tokens, test files changed."""
     calls: list[int] = []
@@ -149,6 +155,8 @@ def run_task(task: Task, args: argparse.Namespace, transport: FreshStart, model:
     wrapped: Any = transport if slots is None else SlotCache(transport, transport.root, *slots)
     offered = [t for t in BUILTIN_TOOLS if t.spec.name not in args.without]
     flags: dict[str, Any] = {"approval": args.approval, "protocol": args.protocol}
+    if args.seed_per_run:
+        flags["seed"] = run
     without_assists = set(args.without_assist)
     if args.first_reply:
         # a fast proxy for prompt and format changes: minutes a suite instead of an hour
@@ -184,6 +192,8 @@ def server_for(
     """``(base_url, model name on the server, the backend choice rune run would make, the
     prompt cache's directory and file name or None)``."""
     entry = find(args.model) if args.model else None
+    if entry is not None and args.option:
+        entry = replace(entry, options={**entry.options, **generation_options(args.option)})
     if args.base_url:
         choice: BackendChoice = (
             EmbeddedBackend("bench", entry.path if entry else None, entry, url=args.base_url)
@@ -247,6 +257,16 @@ def main() -> None:
         action="store_true",
         help="judge the model's first reply alone: one step, one budget, no assist's own calls",
     )
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a generation option over the catalogue model's (temperature=0.7, top_k=20)",
+    )
+    parser.add_argument(
+        "--seed-per-run", action="store_true", help="run N samples with seed N (for pass@K)"
+    )
     parser.add_argument("--json", type=Path, help="write every outcome here")
     parser.add_argument("--verbose", "-v", action="store_true", help="print the tool calls")
     args = parser.parse_args()
@@ -262,7 +282,7 @@ def main() -> None:
         for run in range(1, args.runs + 1):
             for name, tasks in suites.items():
                 for task in tasks:
-                    outcome = run_task(task, args, transport, model, choice, slots)
+                    outcome = run_task(task, args, transport, model, choice, slots, run)
                     outcomes.append(outcome)
                     if args.json:  # after every task: a run cut short keeps what it did
                         write_outcomes(args.json, outcomes)
@@ -285,6 +305,19 @@ def main() -> None:
     if args.runs > 1:
         for name in suites:
             print(f"all runs: {summary(name, [o.row() for o in outcomes if o.suite == name])}")
+            fixed = {o.task for o in outcomes if o.suite == name and o.fixed}
+            print(f"  fixed in at least one of {args.runs} runs: {len(fixed)}/{len(suites[name])}"
+                  f" ({', '.join(sorted(fixed))})")  # fmt: skip
+
+
+def generation_options(pairs: list[str]) -> dict[str, float | int]:
+    """``KEY=VALUE`` pairs as generation options (a number each)."""
+    options: dict[str, float | int] = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        number = float(value)
+        options[key.strip()] = int(number) if number.is_integer() and "." not in value else number
+    return options
 
 
 def write_outcomes(path: Path, outcomes: list[Outcome]) -> None:

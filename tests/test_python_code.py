@@ -170,6 +170,26 @@ def test_a_missing_function_is_added_at_the_end(ex: ToolExecutor, ws: Path) -> N
     assert (ws / "calc.py").read_text() == CALC + "\n\ndef sub(a, b):\n    return a - b\n"
 
 
+def test_imports_sent_above_a_function_join_the_files_own_once(
+    ex: ToolExecutor, ws: Path
+) -> None:
+    # The 1.5B sent `from datetime import timedelta` above its function, four times: each
+    # resend put one more import line above the definition, so it never read as "nothing to
+    # change" and the run looped on it.
+    code = "import math\nfrom datetime import timedelta\ndef add(a, b):\n    return a + b\n"
+    apply(ex, "replace_function", path="calc.py", name="add", code=code)
+    expected = CALC.replace("import math\n", "import math\nfrom datetime import timedelta\n")
+    assert (ws / "calc.py").read_text() == expected.replace("return a - b", "return a + b")
+    with pytest.raises(ToolInputError, match="nothing to change"):
+        ex.prepare("replace_function", {"path": "calc.py", "name": "add", "code": code})
+    # into a class: the import goes to the top of the file, the method to its class
+    method = "import os\ndef half(self, x):\n    return x / 2\n"
+    apply(ex, "replace_function", path="calc.py", name="Calc.half", code=method)
+    text = (ws / "calc.py").read_text()
+    assert text.count("import os\n") == 1 and text.index("import os") < text.index("def add")
+    assert "    def half(self, x):\n        return x / 2\n" in text
+
+
 F = "def add(): pass"
 REFUSALS = [
     ("notes.txt", "add", F, ToolInputError, "edits Python files"),

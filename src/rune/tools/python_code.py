@@ -114,7 +114,12 @@ def replace_definition(path: Path, source: str, name: str, code: str) -> str:
             f"{shown} does not parse now ({problem}), so its functions cannot be found; fix "
             "it with edit_file or write_file."
         )
-    block = _normalised(code, name.rsplit(".", 1)[-1])
+    block, imports = _imports_apart(_normalised(code, name.rsplit(".", 1)[-1]))
+    if imports:
+        # The imports a model puts above the function go with the file's own, once: left in
+        # the block they would land above the definition, and again at each resend (the 1.5B
+        # sent the same function with its import four times; each added one more line).
+        return _with_imports(replace_definition(path, source, name, block), imports)
     spans = _find(ast.parse(source), name)
     lines = source.splitlines(keepends=True)
     if len(spans) > 1:
@@ -210,6 +215,18 @@ def _members_to_write(source: str, node: Definition) -> list[tuple[str, Definiti
     if had <= {n.name for n in members if isinstance(n, _DEFINITIONS)}:
         return [(node.name, node)]
     return [(f"{node.name}.{n.name}", n) for n in members if isinstance(n, _DEFINITIONS)]
+
+
+def _imports_apart(block: str) -> tuple[str, list[ast.Import | ast.ImportFrom]]:
+    """``block`` without its top-level imports, and those imports."""
+    tree = ast.parse(block)
+    imports = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+    if not imports:
+        return block, []
+    lines = block.splitlines(keepends=True)
+    dropped = {k for n in imports for k in range(n.lineno - 1, n.end_lineno or n.lineno)}
+    kept = "".join(line for k, line in enumerate(lines) if k not in dropped)
+    return kept.strip("\n") + "\n", imports
 
 
 def _is_docstring(node: ast.stmt) -> bool:
