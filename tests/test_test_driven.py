@@ -196,6 +196,11 @@ TOUCHING_TESTS = [
     "mv tests/test_calc.py /tmp/x",
     "cp calc/ops.py tests/test_calc.py",
     "rm tests/test_calc.py 'unclosed",
+    "rm -rf ..",
+    "rm -rf ../*",
+    "rm -rf /",
+    "rm -rf tests/*.py",
+    "rm -rf calc/../tests",
 ]
 #: commands that run or read the tests, or reach none of them: left to approval
 LEAVING_TESTS = [
@@ -209,6 +214,8 @@ LEAVING_TESTS = [
     "rm -rf build",
     "sed -i s/a-b/a+b/ calc/ops.py",
     "git status",
+    "rm -rf /nonexistent-rune-dir/*",
+    "rm -rf calc/*.pyc",
 ]
 
 

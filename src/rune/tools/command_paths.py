@@ -16,7 +16,9 @@ binds stay the guards there.
 
 from __future__ import annotations
 
+import fnmatch
 import glob
+import itertools
 import os
 import re
 import shlex
@@ -35,6 +37,8 @@ READERS = frozenset(
 TEST_RUNNERS = frozenset({"pytest", "py.test"})
 _TEST_MODULES = frozenset({"pytest", "unittest"})
 _GLOB = re.compile(r"[*?\[]")
+#: the paths one glob is expanded to, at most
+MAX_GLOBBED = 1000
 
 
 def tests_named(
@@ -80,27 +84,30 @@ def _words(command: str) -> list[str]:
 def _reaches_tests(
     word: str, workspace: Path, is_test: Callable[[str], bool], tests: Sequence[str]
 ) -> bool:
-    for relative in _relative_paths(word, workspace):
-        if relative in ("", ".") or is_test(relative):
-            return True
-        if any(test.startswith(relative.rstrip("/") + "/") for test in tests):
-            return True
-    return False
-
-
-def _relative_paths(word: str, workspace: Path) -> list[str]:
-    """``word`` as workspace-relative paths: itself, or what its glob matches; none outside."""
+    """Whether the path ``word`` names (or a path its glob matches) is a test file, holds one,
+    or holds the whole workspace (``..``, ``/``)."""
     word = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
     if not word or word.startswith("-"):
-        return []
+        return False
+    root = os.path.realpath(workspace)
     expanded = os.path.expanduser(word)
-    base = Path(expanded) if os.path.isabs(expanded) else workspace / expanded
-    candidates = [Path(p) for p in glob.glob(str(base))] if _GLOB.search(word) else [base]
-    found = []
-    for candidate in candidates:
-        try:
-            relative = Path(os.path.realpath(candidate)).relative_to(os.path.realpath(workspace))
-        except ValueError:
+    pattern = os.path.normpath(os.path.join(root, expanded))  # an absolute one stays itself
+    if _GLOB.search(word):
+        if not pattern.startswith(root + os.sep):
+            # outside the workspace: whether it matches the workspace or a directory above it
+            above = [root, *map(str, Path(root).parents)]
+            return any(fnmatch.fnmatchcase(path, pattern) for path in above)
+        # bounded: a glob the model wrote must not walk a large tree for it
+        paths = list(itertools.islice(glob.iglob(pattern), MAX_GLOBBED))
+    else:
+        paths = [pattern]
+    for path in paths:
+        real = os.path.realpath(path)
+        if real == root or root.startswith(real.rstrip(os.sep) + os.sep):
+            return True  # the workspace itself, or a directory holding it
+        if not real.startswith(root + os.sep):
             continue
-        found.append(relative.as_posix())
-    return found
+        relative = Path(real).relative_to(root).as_posix()
+        if is_test(relative) or any(test.startswith(relative + "/") for test in tests):
+            return True
+    return False
