@@ -170,9 +170,7 @@ def test_a_missing_function_is_added_at_the_end(ex: ToolExecutor, ws: Path) -> N
     assert (ws / "calc.py").read_text() == CALC + "\n\ndef sub(a, b):\n    return a - b\n"
 
 
-def test_imports_sent_above_a_function_join_the_files_own_once(
-    ex: ToolExecutor, ws: Path
-) -> None:
+def test_imports_sent_above_a_function_join_the_files_own_once(ex: ToolExecutor, ws: Path) -> None:
     # The 1.5B sent `from datetime import timedelta` above its function, four times: each
     # resend put one more import line above the definition, so it never read as "nothing to
     # change" and the run looped on it.
