@@ -193,8 +193,10 @@ def test_markup_and_deep_brackets_in_a_reply_are_shown_as_written(home: Path) ->
 
 def test_64_calls_in_one_turn_run_32_and_the_rest_are_answered(home: Path) -> None:
     # (The attack used 200; 64 keep the answered turn inside the scripted model's 8k window.)
-    (home / "proj" / "f.txt").write_text("".join(f"line {n}\n" for n in range(300)))
-    pairs = [("read_file", {"path": "f.txt", "offset": n + 1, "limit": 1}) for n in range(64)]
+    # one short file each: a read shows at least 40 lines, and 32 of those would not fit
+    for n in range(64):
+        (home / "proj" / f"f{n}.txt").write_text(f"line {n}\n")
+    pairs = [("read_file", {"path": f"f{n}.txt"}) for n in range(64)]
     done = run_cli(home, [calls(*pairs), final("ok")])
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("✓ read_file done") == MAX_CALLS_PER_TURN

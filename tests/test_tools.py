@@ -11,6 +11,7 @@ import pytest
 
 from rune.errors import SandboxDenied, ToolError, ToolInputError
 from rune.tools.executor import SandboxPolicy, ToolExecutor
+from rune.tools.files import MIN_READ_LINES
 from rune.tools.spec import Executor
 
 
@@ -74,11 +75,16 @@ def test_unknown_tool_and_wrong_entry_point(ex: ToolExecutor) -> None:
 
 
 def test_read_file_numbers_lines_and_pages(ex: ToolExecutor, ws: Path) -> None:
-    (ws / "a.txt").write_text("".join(f"line {i}\n" for i in range(1, 11)))
-    out = ex.run("read_file", {"path": "a.txt", "offset": 3, "limit": 2})
+    (ws / "a.txt").write_text("".join(f"line {i}\n" for i in range(1, 101)))
+    out = ex.run("read_file", {"path": "a.txt", "offset": 3, "limit": 50})
     assert out.splitlines()[:2] == ["     3\tline 3", "     4\tline 4"]
-    assert "use offset=5" in out
-    assert ex.run("read_file", {"path": "a.txt", "offset": 11}).endswith("past the end.")
+    assert out.splitlines()[49] == "    52\tline 52" and "use offset=53" in out
+    # a window too small to read anything by is widened (a model paged 2 lines a turn)
+    out = ex.run("read_file", {"path": "a.txt", "offset": 3, "limit": 2})
+    assert out.splitlines()[39] == f"    {2 + MIN_READ_LINES}\tline {2 + MIN_READ_LINES}"
+    assert f"[showing lines 3-{2 + MIN_READ_LINES} of 100" in out
+    assert ex.run("read_file", {"path": "a.txt", "offset": 99, "limit": 2}).endswith("line 100")
+    assert ex.run("read_file", {"path": "a.txt", "offset": 101}).endswith("past the end.")
     (ws / "empty").write_text("")
     assert ex.run("read_file", {"path": "empty"}).endswith("is empty.")
     (ws / "bin").write_bytes(b"\x00\x01binary")

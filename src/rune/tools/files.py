@@ -41,6 +41,9 @@ from rune.tools.spec import PreparedChange, ToolSpec
 MAX_READ_BYTES = 256 * 1024
 MAX_EDIT_BYTES = 4 * 1024 * 1024
 DEFAULT_READ_LINES = 2000
+#: the fewest lines a read shows (but at the end of a file): the 1.5B paged through a docstring
+#: two lines a turn, following "use offset=N to read on", until its turns ran out
+MIN_READ_LINES = 40
 MAX_LIST_ENTRIES = 500
 #: how many changed lines a write's result shows back to the model
 SHOWN_BACK_LINES = 30
@@ -72,7 +75,7 @@ def read_file(ctx: ToolContext, args: Args) -> str:
     if not lines:
         return f"{shown} is empty."
     offset = int(args.get("offset", 1))
-    limit = int(args.get("limit", DEFAULT_READ_LINES))
+    limit = max(int(args.get("limit", DEFAULT_READ_LINES)), MIN_READ_LINES)
     if offset > len(lines):
         return f"{shown} has {len(lines)} lines; offset {offset} is past the end."
     chosen = lines[offset - 1 : offset - 1 + limit]
@@ -363,7 +366,9 @@ READ_FILE = BuiltinTool(
                 "path": PATH_ARG,
                 "offset": integer_arg("First line to show (1-based). Default 1.", minimum=1),
                 "limit": integer_arg(
-                    f"How many lines to show. Default {DEFAULT_READ_LINES}.", minimum=1
+                    f"How many lines to show (at least {MIN_READ_LINES}). Default "
+                    f"{DEFAULT_READ_LINES}.",
+                    minimum=1,
                 ),
             },
             ["path"],
