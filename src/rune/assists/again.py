@@ -21,10 +21,10 @@ The model is asked again from the same conversation and the answer it would have
   error.
 
 Samples that change nothing, or repeat a change the run already made or tried, are skipped,
-and drawing stops once :data:`SET_ON_IT` samples in a row repeat the reply word for word;
-when no sample is left the reply runs as it is and the model reads why. At most
-:data:`MAX_AGAIN` times a run; each sample is an assist's model call, outside the step count,
-as the sampled repair's are.
+and drawing stops once :data:`SET_ON_IT` samples in a row repeat the reply word for word (the
+model is set on it: then not again in that run); when no sample is left the reply runs as it
+is and the model reads why. At most :data:`MAX_AGAIN` times a run; each sample is an assist's
+model call, outside the step count, as the sampled repair's are.
 """
 
 from __future__ import annotations
@@ -79,8 +79,13 @@ class ReaskWhenNoChange(Assist):
 
     def replace_call(self, loop: Loop, state: LoopState, call: ToolRequest) -> ToolRequest:
         executor = loop.executor
-        asked = int(self.recalled(state).get("asked", 0))
+        recalled = self.recalled(state)
+        asked = int(recalled.get("asked", 0))
         if state.opening is None or asked >= MAX_AGAIN or not executor.is_mutating(call.name):
+            return call
+        if recalled.get("set_on_it"):
+            # its samples repeated the reply once: on the spec and repository suites the next
+            # time drew the same repeats (2 samples, 30-60 s, on every such run)
             return call
         if not started_with_tests(state):
             # only where the project's tests judge the samples: on the algorithm suite the
@@ -125,7 +130,10 @@ class ReaskWhenNoChange(Assist):
                 request = tool_request(sample.name, sample.arguments)
                 repeats = repeats + 1 if request.signature == own else 0
                 if repeats >= SET_ON_IT:
-                    return  # the model is set on its reply: more samples would repeat it too
+                    # the model is set on its reply: more samples would repeat it too, now
+                    # and later in the run
+                    self.memory(state)["set_on_it"] = True
+                    return
                 if (
                     sample.name != call.name
                     or request.signature in tried
