@@ -463,34 +463,31 @@ def test_a_wrong_first_change_is_repaired_against_the_tests(ws: Path) -> None:
     assert any("failed the project's tests; of 1 other" in w for w in resp.warnings)
 
 
+#: a change to a test the task says is right, and the reason it is refused with
+CHEATS = [
+    (
+        "write_file",
+        {"path": "tests/test_calc.py", "content": "def test_add():\n    pass\n"},
+        "the task says the tests are right",
+    ),
+    # the 1.5B did this under --yes --yes: approval was given before the command was seen
+    ("run_command", {"command": "rm tests/test_calc.py"}, "may run or read them, not change"),
+]
+
+
 @needs_bwrap
-def test_a_change_to_a_test_the_task_says_is_right_is_refused(ws: Path) -> None:
-    cheat = turn(
-        tool="write_file",
-        arguments={"path": "tests/test_calc.py", "content": "def test_add():\n    pass\n"},
-    )
-    transport = ScriptedTransport([cheat, change(FIXED)], tools=True)
+@pytest.mark.parametrize(("tool", "arguments", "reason"), CHEATS)
+def test_a_change_to_a_test_the_task_says_is_right_is_refused(
+    ws: Path, tool: str, arguments: dict[str, Any], reason: str
+) -> None:
+    transport = ScriptedTransport([turn(tool=tool, arguments=arguments), change(FIXED)], tools=True)
     loop = runtime(ws, transport)
     resp = approve_all(loop, loop.run([{"role": "user", "content": TASK}]))
     assert resp.success
     assert (ws / "tests" / "test_calc.py").read_text() == TEST_CALC
     refused = resp.events[1]
-    assert refused.name == "write_file" and refused.status == "failed"
-    assert "the task says the tests are right" in (refused.error or "")
-
-
-@needs_bwrap
-def test_a_command_deleting_a_test_the_task_says_is_right_is_refused(ws: Path) -> None:
-    # The 1.5B did this under --yes --yes: approval was given before the command was seen.
-    cheat = turn(tool="run_command", arguments={"command": "rm tests/test_calc.py"})
-    transport = ScriptedTransport([cheat, change(FIXED)], tools=True)
-    loop = runtime(ws, transport)
-    resp = approve_all(loop, loop.run([{"role": "user", "content": TASK}]))
-    assert resp.success
-    assert (ws / "tests" / "test_calc.py").read_text() == TEST_CALC
-    refused = resp.events[1]
-    assert refused.name == "run_command" and refused.status == "failed"
-    assert "a command may run or read them, not change them" in (refused.error or "")
+    assert refused.name == tool and refused.status == "failed"
+    assert reason in (refused.error or "")
 
 
 @needs_bwrap
