@@ -10,7 +10,7 @@ import pytest
 
 from fakes.ollama_server import FakeModel, FakeOllama, text_reply, tool_call, tool_reply
 from rune.assists import standard_assists
-from rune.assists.unchanged import ECHOED, REMINDER, asks_for_a_change
+from rune.assists.unchanged import ECHOED, REMINDER, REPEATED, asks_for_a_change
 from rune.runtime.local_tool_runtime import LocalToolRuntime
 from rune.tools.commands import bwrap_works, find_bwrap
 from rune.tools.executor import ToolExecutor
@@ -88,6 +88,16 @@ def test_an_answer_that_repeats_the_reminder_is_not_done(ollama: FakeOllama, pro
     # an answer of its own stands (test_the_reminder_is_given_once): "done", nothing changed
     ollama.script(text_reply("It subtracts."), text_reply("It is meant so."))
     assert loop(ollama, project).run([{"role": "user", "content": FIX_TASK}]).outcome == "done"
+
+
+def test_the_answer_sent_back_given_again_is_not_done(ollama: FakeOllama, project: Path) -> None:
+    # the 1.5B, on the algorithm suite: the same account of the bug, word for word, twice
+    account = "The bug is that add subtracts: it  should return a + b."
+    ollama.script(text_reply(account), text_reply(account.replace("  ", " ") + "\n"))
+    response = loop(ollama, project).run([{"role": "user", "content": FIX_TASK}])
+    assert response.success and response.outcome == "incomplete"
+    assert response.incomplete == REPEATED
+    assert (project / "calc.py").read_text() == BROKEN
 
 
 def test_a_question_is_answered_without_a_reminder(ollama: FakeOllama, project: Path) -> None:

@@ -20,7 +20,7 @@ from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
 
-__all__ = ["ECHOED", "REMINDER", "NudgeWhenUnchanged", "asks_for_a_change"]
+__all__ = ["ECHOED", "REMINDER", "REPEATED", "NudgeWhenUnchanged", "asks_for_a_change"]
 
 #: words of a request that asks for files to change
 _CHANGE_WORDS = re.compile(
@@ -39,6 +39,11 @@ REMINDER = (
 _ECHO = "No file has been changed yet, and the task asks for a change"
 #: why a run whose answer echoes the reminder is not done
 ECHOED = "the task asks for a change, none was made, and the model's answer repeats Rune's reminder"
+#: why a run whose answer is the one sent back, word for word, is not done
+REPEATED = (
+    "the task asks for a change, none was made, and the model gave the answer Rune sent back "
+    "again, word for word"
+)
 
 
 def asks_for_a_change(request: str) -> bool:
@@ -71,17 +76,32 @@ class NudgeWhenUnchanged(Assist):
             return None
         if not asks_for_a_change(str(state.messages[state.opening].get("content") or "")):
             return None
-        self.memory(state)["nudged"] = True
+        memory = self.memory(state)
+        memory["nudged"] = True
+        memory["answer"] = _words(state.messages[-1].get("content"))
         return REMINDER
 
     def unfinished(self, loop: Loop, state: LoopState) -> str | None:
         """An answer that repeats this reminder back is no answer (the 1.5B did, on the
-        algorithm and spec suites, and the run ended "answered, no file changed")."""
-        if not self.recalled(state).get("nudged") or not state.messages:
+        algorithm and spec suites, and the run ended "answered, no file changed"); nor is the
+        answer sent back, given again word for word: it neither makes the change nor says why
+        none is needed (the 1.5B on algo 02: "The quicksort function is missing the base case
+        ... should ...", twice, and the run ended done with the bug in place)."""
+        memory = self.recalled(state)
+        if not memory.get("nudged") or not state.messages:
             return None
         if outcome.changed(state.events, loop.kinds):
             return None
         last = state.messages[-1]
-        if last.get("role") == "assistant" and _ECHO in str(last.get("content") or ""):
+        if last.get("role") != "assistant":
+            return None
+        if _ECHO in str(last.get("content") or ""):
             return ECHOED
+        if _words(last.get("content")) == memory.get("answer"):
+            return REPEATED
         return None
+
+
+def _words(content: object) -> str:
+    """An answer's words, whatever the spacing between them."""
+    return " ".join(str(content or "").split())
