@@ -221,8 +221,9 @@ def test_a_task_in_quotes_or_one_word_is_rune_run(home: Path, workspace: Path, t
         "scripted",
         "--workspace",
         str(workspace),
-        # twice: a task that asks for a change gets a first answer that changed nothing back
-        script=[final("add() subtracts."), final("add() subtracts.")],
+        # twice: a task that asks for a change gets a first answer that changed nothing back,
+        # and the same answer word for word again would not be taken as done
+        script=[final("add() subtracts."), final("add() subtracts; nothing to change.")],
     )
     assert done.returncode == EXIT_OK, done.stdout + done.stderr
     assert "add() subtracts." in done.stdout
@@ -233,7 +234,7 @@ def test_a_task_in_quotes_or_one_word_is_rune_run(home: Path, workspace: Path, t
 def test_unreachable_server_on_resume_keeps_the_session_and_says_how_to_go_on(
     home: Path, workspace: Path
 ) -> None:
-    first = run(home, workspace, [final("nothing here"), final("nothing here")])
+    first = run(home, workspace, [final("nothing here"), final("Nothing to change here.")])
     assert first.returncode == 0, first.stdout + first.stderr
     session = session_of(first)
     url = f"http://127.0.0.1:{closed_port()}/v1"
