@@ -144,6 +144,23 @@ def test_the_demo_reports_its_check_as_the_outcome(home: Path) -> None:
     assert "✓ done" not in done.stdout
 
 
+def test_the_demo_with_edits_approved_and_no_terminal_ends_fixed_where_checks_are_contained(
+    home: Path,
+) -> None:
+    # `bash scripts/demo --yes` with no terminal: the demo's own check imports calc.py, which
+    # the model wrote. Where checks run contained it runs read-only like the tests Rune ran, so
+    # nothing is asked and the demo ends fixed; elsewhere it is a command that needs an answer.
+    done = rune(home, "demo", "--backend", "scripted", "--yes", stdin="")
+    last = done.stdout.strip().splitlines()[-1]
+    if scripted_demo_steps(home) == 2:
+        assert done.returncode == EXIT_OK, done.stdout + done.stderr
+        assert last.startswith("✓ fixed: add(2, 3) == 5 now (step 2/8")
+        assert "Approval needed: run a command" not in done.stdout
+    else:
+        assert last.startswith("? not checked"), done.stdout + done.stderr
+        assert "no answer on stdin" in done.stderr
+
+
 def test_the_demo_check_failing_is_the_outcome(home: Path) -> None:
     # The change is rejected, the scripted model answers anyway, the check is approved.
     done = rune(home, "demo", "--backend", "scripted", stdin="r no\na\n")

@@ -2,9 +2,10 @@
 fixes it for ``--backend scripted`` (tests, CI, a machine without any model), and the check
 that tries the result.
 
-The check imports ``calc.py``, which the model wrote: it is a command like any other, so it is
-shown, asked for (or approved by ``--yes --yes``), and run the way ``run_command`` runs one,
-inside bubblewrap where that works.
+The check imports ``calc.py``, which the model wrote. Where checks run contained it runs the
+way ``run_python`` runs one, with nothing writable and no network, so it needs no approval (Rune
+ran the demo's tests the same way). Elsewhere it is a command like any other: shown, asked for
+(or approved by ``--yes --yes``), and run the way ``run_command`` runs one.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from rune.errors import ConfigError
 from rune.messages import PendingApproval
 from rune.tools.base import ToolContext
+from rune.tools.checks import can_run_contained, run_read_only
 from rune.tools.commands import prepare_command, run_approved
 from rune.tools.sandbox import SandboxPolicy
 from rune.tools.spec import PreparedChange
@@ -119,6 +121,17 @@ def demo_check(project: Path) -> DemoCheck:
     )
     change = prepare_command(context, {"command": command, "timeout": CHECK_TIMEOUT})
     return DemoCheck(context, change)
+
+
+def try_contained(project: Path, policy: SandboxPolicy) -> bool | None:
+    """Try ``add(2, 3)`` read-only and contained under ``policy`` (the run's own), as a
+    ``run_python`` check runs: True when it is 5; None where checks cannot run contained here
+    (then :func:`demo_check` asks). Raises ToolError."""
+    workspace = Path(os.path.realpath(project))
+    context = ToolContext(policy, workspace)
+    if not can_run_contained(context):
+        return None
+    return run_read_only(context, ["-c", CHECK_SOURCE], timeout=CHECK_TIMEOUT).exit_code == 0
 
 
 def _call(name: str, **arguments: object) -> dict[str, object]:

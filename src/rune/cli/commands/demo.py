@@ -16,7 +16,7 @@ from rune.cli.exits import (
 )
 from rune.cli.render import ConsoleReporter, ask_decision
 from rune.errors import BackendUnavailable, RuneError
-from rune.settings.config import ApprovalMode, LoadedConfig
+from rune.settings.config import LoadedConfig, Settings
 from rune.text import visible
 
 out, err = consoles.out, consoles.err
@@ -54,7 +54,7 @@ def command(args: argparse.Namespace) -> int:
         return status
     # The model answered (or ran out of turns): whether add() works is the outcome.
     budget = response.budget_label
-    fixed = verify_demo(project, loaded.settings.approval)
+    fixed = verify_demo(project, loaded.settings)
     if fixed is None:
         # An unfinished run (the fix rejected, or failed) keeps its exit status 4: say why.
         why = f": {visible(response.incomplete)}" if response.incomplete else ""
@@ -85,21 +85,25 @@ def needs_default_model(loaded: LoadedConfig) -> bool:
         return True
 
 
-def verify_demo(project: Path, approval: ApprovalMode) -> bool | None:
-    """Try add(2, 3) in the sample's calc.py, which the model wrote: a command like any other,
-    shown and approved first (``--yes --yes`` approves it), run contained where bubblewrap
-    works. None when it was not run."""
-    from rune.app import auto_approves
-    from rune.app.demo import demo_check
+def verify_demo(project: Path, settings: Settings) -> bool | None:
+    """Try add(2, 3) in the sample's calc.py, which the model wrote: contained and read-only
+    without asking where checks run so (as Rune ran the demo's tests), else a command like any
+    other, shown and approved first (``--yes --yes`` approves it). None when it was not run."""
+    from rune.app import auto_approves, sandbox_policy
+    from rune.app.demo import demo_check, try_contained
 
     try:
+        fixed = try_contained(project, sandbox_policy(settings))
+        if fixed is not None:
+            out.print(Text("  checked add(2, 3) contained and read-only, so unasked", style="dim"))
+            return fixed
         check = demo_check(project)
     except RuneError as error:
         err.print(Text(f"check not run: {error}", style="yellow"))
         return None
     reporter = ConsoleReporter(out)
     reporter.show_approval(check.pending)
-    if auto_approves(approval, check.pending):
+    if auto_approves(settings.approval, check.pending):
         reporter.line(Text("approved by --yes --yes", style="dim"))
     else:
         decision = ask_decision(out)
