@@ -65,8 +65,10 @@ def command(args: argparse.Namespace) -> int:
     if fixed:
         out.print(Text(f"✓ fixed: add(2, 3) == 5 now ({budget}; {project})", style="bold green"))
         return EXIT_OK
+    # the check ran unasked (contained), so a rejected or failed fix shows here: say why
+    why = f": {visible(response.incomplete)}" if response.incomplete else ""
     out.print(
-        Text(f"✗ not fixed: add(2, 3) is still wrong ({budget}; {project})", style="bold red")
+        Text(f"✗ not fixed: add(2, 3) is still wrong{why} ({budget}; {project})", style="bold red")
     )
     return EXIT_FAILED
 
