@@ -111,7 +111,12 @@ class ToolInputError(ToolError):
 class NothingToChange(ToolInputError):
     """A change that would leave its file as it is (the model re-sent the code the file holds):
     nothing to approve or write. The loop may ask the model again instead
-    (:mod:`rune.assists.again`)."""
+    (:mod:`rune.assists.again`, :mod:`rune.assists.rewrite`). ``content``: the bytes the file
+    holds (read under the session's policy), when known."""
+
+    def __init__(self, message: str, content: bytes | None = None) -> None:
+        super().__init__(message)
+        self.content = content
 
 
 class SandboxDenied(ToolError):

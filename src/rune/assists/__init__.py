@@ -4,10 +4,12 @@ Each assist is one module: :mod:`~rune.assists.tests` (tests drive the loop),
 :mod:`~rune.assists.keep` (a change that breaks passing tests is not made),
 :mod:`~rune.assists.check` (check before answer), :mod:`~rune.assists.nudge` (nudge after
 failure), :mod:`~rune.assists.unchanged` (nudge when nothing changed),
-:mod:`~rune.assists.sampled_repair` (sampled repair), :mod:`~rune.assists.again` (ask again
-when a change changes nothing), :mod:`~rune.assists.reask` (ask again when a reply is cut
-off). :func:`standard_assists` is the list the loop runs unless its caller picks another
-(the composition root does, ``rune.app``).
+:mod:`~rune.assists.sampled_repair` (sampled repair), :mod:`~rune.assists.rewrite` (write a
+function afresh from its docstring when the model re-sends it as it is),
+:mod:`~rune.assists.again` (ask again when a change changes nothing),
+:mod:`~rune.assists.reask` (ask again when a reply is cut off). :func:`standard_assists` is
+the list the loop runs unless its caller picks another (the composition root does,
+``rune.app``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from rune.assists.check import CheckBeforeAnswer
 from rune.assists.keep import KeepWhatPasses
 from rune.assists.nudge import NudgeAfterFailure
 from rune.assists.reask import ReaskWhenCut
+from rune.assists.rewrite import RewriteFromDocstring
 from rune.assists.sampled_repair import SampledRepair
 from rune.assists.tests import TestDriven
 from rune.assists.unchanged import NudgeWhenUnchanged
@@ -31,13 +34,24 @@ __all__ = [
     "NudgeWhenUnchanged",
     "ReaskWhenCut",
     "ReaskWhenNoChange",
+    "RewriteFromDocstring",
     "SampledRepair",
     "TestDriven",
     "standard_assists",
 ]
 
 #: every assist's name, in the order the loop runs them
-ASSIST_NAMES = ("tests", "keep", "check", "nudge", "unchanged", "repair", "again", "reask")
+ASSIST_NAMES = (
+    "tests",
+    "keep",
+    "check",
+    "nudge",
+    "unchanged",
+    "repair",
+    "rewrite",
+    "again",
+    "reask",
+)
 
 
 def standard_assists(
@@ -63,6 +77,7 @@ def standard_assists(
         NudgeAfterFailure(),
         NudgeWhenUnchanged() if unchanged else None,
         SampledRepair(trials),
+        RewriteFromDocstring(trials),
         ReaskWhenNoChange(trials),
         ReaskWhenCut() if reask else None,
     ]

@@ -33,6 +33,7 @@ __all__ = [
     "BlockCall",
     "BlocksTurn",
     "blocks_prompt",
+    "code_blocks",
     "format_hint",
     "parse_blocks",
     "reply",
@@ -102,6 +103,11 @@ def parse_blocks(content: str, tools: Sequence[ToolSpec]) -> BlocksTurn:
     if parsed.error is not None:
         return BlocksTurn(error=parsed.error)
     return BlocksTurn(answer=parsed.visible_text.strip())
+
+
+def code_blocks(text: str) -> list[str]:
+    """The bodies of the fenced blocks in ``text``, in order (an unclosed last one too)."""
+    return [block.body for block in _split(fallback.strip_thinking(text))[0]]
 
 
 def _split(text: str) -> tuple[list[_Block], str]:

@@ -260,7 +260,8 @@ def _prepare(tool: str, planner: Planner) -> Callable[[ToolContext, Args], Prepa
         if plan.after == plan.before:
             raise NothingToChange(
                 f"nothing to change: {shown} already has exactly this content. If the task is "
-                "not done, the code you send must differ from what the file holds now."
+                "not done, the code you send must differ from what the file holds now.",
+                plan.before,
             )
         verb = "create" if plan.before is None else "modify"
         # Relative inside the workspace; a path outside it stays absolute, so it shows.

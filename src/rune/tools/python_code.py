@@ -254,6 +254,53 @@ def _with_imports(source: str, imports: list[ast.Import | ast.ImportFrom]) -> st
     return "".join(lines[:after]) + added + "".join(lines[after:])
 
 
+def contract_of(source: str, name: str) -> str | None:
+    """``source`` with the body of the function ``name`` (``function`` or ``Class.method``)
+    left out: its signature and docstring kept, ``...`` in place of its code. None when the
+    file does not parse, has no such function or more than one, or it has no docstring or no
+    code beyond it (nothing would be left to say what it must do, or nothing to hide)."""
+    node = _function(source, name)
+    if node is None or len(node.body) < 2 or ast.get_docstring(node, clean=False) is None:
+        return None
+    doc_end, code = node.body[0].end_lineno or node.body[0].lineno, node.body[1]
+    if code.lineno <= doc_end:
+        return None  # code on the docstring's own line: nothing to cut cleanly
+    lines = source.splitlines(keepends=True)
+    first = lines[code.lineno - 1]
+    indent = first[: len(first) - len(first.lstrip(" \t"))]
+    end = node.end_lineno or node.lineno
+    return "".join([*lines[:doc_end], f"{indent}...\n", *lines[end:]])
+
+
+def code_of(source: str, name: str) -> str | None:
+    """What the function ``name`` in ``source`` does, as a comparable string: its arguments
+    and its statements but the docstring, without comments or layout. None when ``source``
+    does not define exactly one function by that name."""
+    node = _function(source, name)
+    if node is None:
+        return None
+    body = node.body[1:] if ast.get_docstring(node, clean=False) is not None else node.body
+    return ast.dump(node.args) + "".join(ast.dump(stmt) for stmt in body)
+
+
+def _function(source: str, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The one function ``name`` (``function`` or ``Class.method``) of ``source``, or None;
+    ``source`` may be a definition alone, indented as in its class."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    short = name.rsplit(".", 1)[-1]
+    found = [n for n in tree.body if _named(n, short)]
+    if not found and "." in name:
+        owner = name.rpartition(".")[0]
+        holders = [n for qualified, n in _walk_definitions(tree.body) if qualified == owner]
+        found = [n for h in holders for n in h.body if _named(n, short)]
+    if len(found) != 1 or not isinstance(found[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    return found[0]
+
+
 def _normalised(code: str, short_name: str) -> str:
     """``code`` dedented, ending in one newline, and checked to define ``short_name``."""
     block = textwrap.dedent(code.replace("\r\n", "\n")).strip("\n") + "\n"
