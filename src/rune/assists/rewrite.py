@@ -8,12 +8,13 @@ from what it knows, and that version passed the hidden check in 11 of the 16 (``
 eighth session). So when a ``replace_function`` call would leave its file as it is
 (:class:`rune.errors.NothingToChange`) and the function has a docstring, Rune asks the model,
 once per function and run, for the function written afresh from the file with that body left
-out: one plain request at the run's own temperature, no tools and no grammar, the reply's
-fenced block read by Rune. The rewrite takes the reply's place when it changes the function and
-no assist refuses it, and, where Rune runs the project's tests (:mod:`rune.assists.tests`) and
-their last run failed, only when it passes them; otherwise the reply goes on as it was (to
-:mod:`rune.assists.again`). The model then reads the rewrite as its own change, and checks it as
-it would have.
+out (only while the run has not changed that file: a function the model changed and re-sends
+is its own fix, not the code the task calls wrong): one plain request at the run's own
+temperature, no tools and no grammar, the reply's fenced block read by Rune. The rewrite takes
+the reply's place when it changes the function and no assist refuses it, and, where Rune runs
+the project's tests (:mod:`rune.assists.tests`) and their last run failed, only when it passes
+them; otherwise the reply goes on as it was (to :mod:`rune.assists.again`). The model then
+reads the rewrite as its own change, and checks it as it would have.
 
 Once a function was written afresh, a later change that puts its old code back (the same
 statements, whatever the comments and docstring) is refused: the user said that code is wrong.
@@ -25,6 +26,7 @@ against such a check once put the bug back in place of a right rewrite.
 from __future__ import annotations
 
 import ast
+from pathlib import PurePosixPath
 
 from rune.assists import repair
 from rune.assists.again import changes_nothing
@@ -93,6 +95,10 @@ class RewriteFromDocstring(Assist):
         asked = self.recalled(state).get("asked", [])
         if key in asked:
             return call
+        if _changed(loop, state, path):
+            # the function may be the model's own fix by now, re-sent as its last word: only
+            # the code the run found is what the task says is wrong
+            return call
         nothing = changes_nothing(loop.executor, call)
         if nothing is None or nothing.content is None:
             return call
@@ -148,6 +154,17 @@ class RewriteFromDocstring(Assist):
             return None
         text = str(reply.message.get("content") or "")
         return next((d for b in code_blocks(text) if (d := _definition(b, name))), None)
+
+
+def _changed(loop: Loop, state: LoopState, path: str) -> bool:
+    """Whether the run has changed the file ``path`` (a change to it was made)."""
+    where = PurePosixPath(path)
+    return any(
+        event.status == "done"
+        and loop.executor.is_mutating(event.name)
+        and PurePosixPath(str(event.arguments.get("path") or "")) == where
+        for event in state.events
+    )
 
 
 def _target(call: ToolRequest) -> tuple[str, str, str] | None:

@@ -1,0 +1,217 @@
+"""Write it afresh from its docstring (rune.assists.rewrite): a function the model re-sends as
+the file holds it is asked for once more, from its signature and docstring alone (the body, and
+the bug in it, left out); the rewrite takes the reply's place when it changes the function and,
+where Rune runs the project's tests, passes them. The old code is refused afterwards."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.test_test_driven import TEST_CALC, approve_all, change, executor, needs_bwrap, turn
+
+from rune.assists import standard_assists
+from rune.runtime.local_tool_runtime import LocalToolRuntime
+from rune.tools.python_code import code_of, contract_of
+from rune.tools.testing import auto_check
+from rune.transport.scripted import ScriptedTransport
+
+DOC = '    """The sum of ``a`` and ``b``."""\n'
+BROKEN = "def add(a, b):\n" + DOC + "    return a - b\n"
+FIXED = "def add(a, b):\n" + DOC + "    return a + b\n"
+WRONG = "def add(a, b):\n" + DOC + "    return a * b\n"
+SOURCE = BROKEN + "\n\ndef mul(a, b):\n    return a * b\n"
+TASK = "add in calc.py does not do what its docstring says. Find the bug and fix it."
+
+
+def written(code: str) -> dict[str, Any]:
+    """The model's plain reply to the rewrite request: prose, then the function in a block."""
+    return {"content": f"Here is `add` as its docstring says:\n\n```python\n{code}```\n"}
+
+
+def rewrite_requests(transport: ScriptedTransport) -> list[int]:
+    """The requests that asked for a rewrite: one plain user message, no tools, no grammar."""
+    return [
+        i
+        for i, r in enumerate(transport.requests)
+        if len(r.messages) == 1 and r.response_schema is None and not r.tools
+    ]
+
+
+def run(ws: Path, script: list[dict[str, Any]], *, tests: bool = False) -> tuple[Any, Any]:
+    tools = executor(ws)
+    # The model's own check is left out: these tests are about the rewrite, not the checks.
+    assists = standard_assists(
+        auto_checks=(lambda r: auto_check(r, tools.workspace, tools.policy)) if tests else None,
+        without=frozenset({"check", "repair", "again"}),
+    )
+    transport = ScriptedTransport(script)
+    loop = LocalToolRuntime(transport, tools, model="m", protocol="constrained", assists=assists)
+    task = TEST_TASK if tests else TASK
+    return approve_all(loop, loop.run([{"role": "user", "content": task}])), transport
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    path.mkdir()
+    (path / "calc.py").write_text(SOURCE)
+    return path
+
+
+# --- the contract: the file with one body left out --------------------------------------------
+
+
+def test_the_contract_keeps_the_signature_and_docstring_and_leaves_the_body_out() -> None:
+    contract = contract_of(SOURCE, "add")
+    assert contract == "def add(a, b):\n" + DOC + "    ...\n\n\ndef mul(a, b):\n    return a * b\n"
+    method = "class Calc:\n    def add(self, a, b):\n    " + DOC + "        return a - b\n"
+    assert contract_of(method, "Calc.add") == (
+        "class Calc:\n    def add(self, a, b):\n    " + DOC + "        ...\n"
+    )
+
+
+def test_no_contract_without_a_docstring_or_a_body_or_a_single_function() -> None:
+    assert contract_of("def add(a, b):\n    return a - b\n", "add") is None
+    assert contract_of("def add(a, b):\n" + DOC, "add") is None  # nothing to leave out
+    assert contract_of(SOURCE + "\n" + BROKEN, "add") is None  # defined twice
+    assert contract_of(SOURCE, "div") is None
+    assert contract_of("class add:\n" + DOC + "    x = 1\n", "add") is None
+    assert contract_of("def add(:\n", "add") is None
+
+
+def test_code_of_compares_what_a_function_does_not_how_it_is_written() -> None:
+    commented = "def add(a, b):\n    # The sum of a and b.\n    return a-b  # here\n"
+    assert code_of(commented, "add") == code_of(SOURCE, "add")
+    assert code_of("    def add(a, b):\n        return a - b\n", "add") == code_of(SOURCE, "add")
+    assert code_of(FIXED, "add") != code_of(SOURCE, "add")
+    assert code_of("def add(a, c):\n    return a - c\n", "add") != code_of(SOURCE, "add")
+    assert code_of("x = 1\n", "add") is None
+
+
+# --- in the loop, without tests ---------------------------------------------------------------
+
+
+def test_a_function_re_sent_as_it_is_is_written_afresh_from_its_docstring(ws: Path) -> None:
+    resp, transport = run(
+        ws,
+        [
+            change(BROKEN, "calc.py"),  # the function as the file holds it, bug included
+            written(FIXED),
+            turn(answer="add adds now."),
+        ],
+    )
+    assert resp.success, resp.error
+    assert (ws / "calc.py").read_text() == FIXED + "\n\ndef mul(a, b):\n    return a * b\n"
+    assert rewrite_requests(transport) == [1]
+    asked = str(transport.requests[1].messages[0]["content"])
+    assert "The sum of ``a`` and ``b``." in asked and "    ...\n" in asked
+    assert "return a - b" not in asked  # the bug is not shown
+    assert "def mul(a, b):\n    return a * b" in asked  # the rest of the file is
+    made = [e for e in resp.events if e.name == "replace_function"]
+    assert [(e.status, e.arguments["code"]) for e in made] == [("done", FIXED)]
+    assert any("afresh from its docstring" in w for w in resp.warnings)
+    # the model reads the rewrite as its own reply
+    replies = [str(m.get("content")) for m in resp.messages if m["role"] == "assistant"]
+    assert "return a + b" in replies[0]
+
+
+def test_a_fix_the_model_made_and_re_sends_is_not_written_afresh(ws: Path) -> None:
+    # Its own change, re-sent as its last word: the code the task calls wrong is gone.
+    resp, transport = run(
+        ws,
+        [change(FIXED, "calc.py"), change(FIXED, "calc.py"), turn(answer="add adds now.")],
+    )
+    assert rewrite_requests(transport) == []
+    assert "return a + b" in (ws / "calc.py").read_text()
+    made = [e for e in resp.events if e.name == "replace_function"]
+    assert [e.status for e in made] == ["done", "failed"]
+
+
+def test_without_a_docstring_nothing_is_asked(ws: Path) -> None:
+    (ws / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    resp, transport = run(
+        ws,
+        [change("def add(a, b):\n    return a - b\n", "calc.py"), turn(answer="It is fine.")],
+    )
+    assert rewrite_requests(transport) == []
+    made = [e for e in resp.events if e.name == "replace_function"]
+    assert len(made) == 1 and "nothing to change" in (made[0].error or "")
+
+
+def test_a_rewrite_that_changes_nothing_is_dropped_and_not_asked_again(ws: Path) -> None:
+    resp, transport = run(
+        ws,
+        [
+            change(BROKEN, "calc.py"),
+            written(BROKEN),  # the model writes the bug again
+            change(BROKEN, "calc.py"),  # and re-sends it: not asked a second time
+            turn(answer="It is fine."),
+        ],
+    )
+    assert rewrite_requests(transport) == [1]
+    assert any("written afresh from its docstring is the same" in w for w in resp.warnings)
+    assert (ws / "calc.py").read_text() == SOURCE
+
+
+def test_once_rewritten_the_old_code_is_refused_however_it_is_dressed(ws: Path) -> None:
+    dressed = "def add(a, b):\n    # The sum of a and b.\n    return a - b  # as before\n"
+    resp, _ = run(
+        ws,
+        [
+            change(BROKEN, "calc.py"),
+            written(FIXED),
+            change(dressed, "calc.py"),  # the bug back, without its docstring
+            turn(answer="done"),
+        ],
+    )
+    assert "return a + b" in (ws / "calc.py").read_text()
+    refused = [e for e in resp.events if e.name == "replace_function" and e.status != "done"]
+    assert len(refused) == 1
+    assert "which the task says is wrong" in (refused[0].error or "")
+
+
+# --- in the loop, where Rune runs the tests ---------------------------------------------------
+
+TEST_TASK = (
+    "The test tests/test_calc.py::TestAdd::test_add fails. Find the bug in the library code "
+    "(the tests are right) and fix it."
+)
+
+
+def calc_package(ws: Path) -> Path:
+    """calc/ops.py with the documented bug, and tests/test_calc.py that catches it."""
+    (ws / "calc").mkdir()
+    (ws / "calc" / "__init__.py").write_text("")
+    (ws / "calc" / "ops.py").write_text(BROKEN)
+    (ws / "tests").mkdir()
+    (ws / "tests" / "__init__.py").write_text("")
+    (ws / "tests" / "test_calc.py").write_text(TEST_CALC)
+    (ws / "calc.py").unlink()
+    return ws / "calc" / "ops.py"
+
+
+@needs_bwrap
+def test_the_tests_judge_a_rewrite_one_that_fails_them_is_not_taken(ws: Path) -> None:
+    ops = calc_package(ws)
+    resp, transport = run(
+        ws,
+        [change(BROKEN), written(WRONG), turn(answer="I cannot find it.")],
+        tests=True,
+    )
+    assert rewrite_requests(transport) == [1]
+    assert ops.read_text() == BROKEN
+    made = [e for e in resp.events if e.name == "replace_function"]
+    assert len(made) == 1 and "nothing to change" in (made[0].error or "")
+
+
+@needs_bwrap
+def test_a_rewrite_that_passes_the_tests_is_taken_and_the_run_ends_there(ws: Path) -> None:
+    ops = calc_package(ws)
+    resp, transport = run(ws, [change(BROKEN), written(FIXED)], tests=True)
+    assert resp.success, resp.error
+    assert ops.read_text() == FIXED
+    assert any("(it passes the tests)" in w for w in resp.warnings)
+    assert "pass" in resp.text  # Rune's own summary: the tests that failed pass now
+    assert len(transport.requests) == 2
