@@ -12,6 +12,7 @@ import pytest
 from tests.test_test_driven import TEST_CALC, approve_all, change, executor, needs_bwrap, turn
 
 from rune.assists import standard_assists
+from rune.errors import ServerError
 from rune.runtime.local_tool_runtime import LocalToolRuntime
 from rune.tools.python_code import code_of, contract_of
 from rune.tools.testing import auto_check
@@ -70,6 +71,7 @@ def test_the_contract_keeps_the_signature_and_docstring_and_leaves_the_body_out(
     assert contract_of(method, "Calc.add") == (
         "class Calc:\n    def add(self, a, b):\n    " + DOC + "        ...\n"
     )
+    assert contract_of(method, "add") == contract_of(method, "Calc.add")  # as the tool finds it
 
 
 def test_no_contract_without_a_docstring_or_a_body_or_a_single_function() -> None:
@@ -112,9 +114,25 @@ def test_a_function_re_sent_as_it_is_is_written_afresh_from_its_docstring(ws: Pa
     made = [e for e in resp.events if e.name == "replace_function"]
     assert [(e.status, e.arguments["code"]) for e in made] == [("done", FIXED)]
     assert any("afresh from its docstring" in w for w in resp.warnings)
+    # only the model could check it (here not even that): the run does not say done
+    assert resp.incomplete is not None and "calc.py: add afresh" in resp.incomplete
     # the model reads the rewrite as its own reply
     replies = [str(m.get("content")) for m in resp.messages if m["role"] == "assistant"]
     assert "return a + b" in replies[0]
+
+
+def test_a_definition_sent_without_its_body_gets_one_written_from_its_docstring(
+    ws: Path,
+) -> None:
+    # The 1.5B on lcs_length: the signature and docstring, then the string closed.
+    resp, transport = run(
+        ws,
+        [change("def add(a, b):\n" + DOC, "calc.py"), written(FIXED), turn(answer="add adds.")],
+    )
+    assert rewrite_requests(transport) == [1]
+    assert (ws / "calc.py").read_text().startswith(FIXED)
+    made = [e for e in resp.events if e.name == "replace_function"]
+    assert [(e.status, e.arguments["code"]) for e in made] == [("done", FIXED)]
 
 
 def test_a_fix_the_model_made_and_re_sends_is_not_written_afresh(ws: Path) -> None:
@@ -153,6 +171,20 @@ def test_a_rewrite_that_changes_nothing_is_dropped_and_not_asked_again(ws: Path)
     assert rewrite_requests(transport) == [1]
     assert any("written afresh from its docstring is the same" in w for w in resp.warnings)
     assert (ws / "calc.py").read_text() == SOURCE
+
+
+def test_a_server_error_or_a_reply_without_the_function_keeps_the_models_reply(
+    ws: Path,
+) -> None:
+    for trouble in (ServerError("the server went away"), {"content": "It looks right to me."}):
+        (ws / "calc.py").write_text(SOURCE)
+        resp, transport = run(ws, [change(BROKEN, "calc.py"), trouble, turn(answer="fine")])
+        assert rewrite_requests(transport) == [1]
+        assert (ws / "calc.py").read_text() == SOURCE
+        made = [e for e in resp.events if e.name == "replace_function"]
+        assert len(made) == 1 and "nothing to change" in (made[0].error or "")
+        if isinstance(trouble, ServerError):
+            assert any("could not ask the model to write add afresh" in w for w in resp.warnings)
 
 
 def test_once_rewritten_the_old_code_is_refused_however_it_is_dressed(ws: Path) -> None:
@@ -213,5 +245,6 @@ def test_a_rewrite_that_passes_the_tests_is_taken_and_the_run_ends_there(ws: Pat
     assert resp.success, resp.error
     assert ops.read_text() == FIXED
     assert any("(it passes the tests)" in w for w in resp.warnings)
+    assert resp.incomplete is None  # the project's tests pass: that is done
     assert "pass" in resp.text  # Rune's own summary: the tests that failed pass now
     assert len(transport.requests) == 2

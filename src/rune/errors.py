@@ -20,6 +20,7 @@ above the boundary never sees them::
     ├── ToolError                   a tool failed; its message goes back to the model
     │   ├── ToolInputError          unknown tool, missing or wrongly typed arguments
     │   │   └── NothingToChange     a change whose file already holds exactly that content
+    │   ├── MissingBody             a definition sent with its signature and docstring alone
     │   ├── SandboxDenied           the sandbox refused a path: outside the roots, blocked,
     │   │                           a credential store, protected, or odd syntax (message = denial)
     │   ├── CommandFailed           an approved command exited non-zero or timed out (message =
@@ -113,6 +114,16 @@ class NothingToChange(ToolInputError):
     nothing to approve or write. The loop may ask the model again instead
     (:mod:`rune.assists.again`, :mod:`rune.assists.rewrite`). ``content``: the bytes the file
     holds (read under the session's policy), when known."""
+
+    def __init__(self, message: str, content: bytes | None = None) -> None:
+        super().__init__(message)
+        self.content = content
+
+
+class MissingBody(ToolError):
+    """A definition sent with its signature and docstring alone (a small model that ran short):
+    taken as it is, it would delete the function's code. ``content``: the bytes the file holds,
+    as :class:`NothingToChange` has them (:mod:`rune.assists.rewrite` writes the body)."""
 
     def __init__(self, message: str, content: bytes | None = None) -> None:
         super().__init__(message)

@@ -1,5 +1,8 @@
 """Write it afresh from its docstring, when the model re-sends a function as the file holds it.
 
+Or when it sends the signature and docstring alone (:class:`rune.errors.MissingBody`): either
+way it could not write the change.
+
 Asked to fix a one-line bug in a textbook algorithm whose docstring says what is right, the
 1.5B copied the function back, bug included ("nothing to change"), on most of the algorithm
 suite: shown the code, it does not see the bug (asked which line is wrong, it named the right
@@ -20,7 +23,9 @@ Once a function was written afresh, a later change that puts its old code back (
 statements, whatever the comments and docstring) is refused: the user said that code is wrong.
 Without tests the model's own check is all that judges the rewrite, and the 1.5B's checks were
 wrong as often as its rewrites (``extended_gcd(10, 6) == (2, 1, -1)``): a sampled repair
-against such a check once put the bug back in place of a right rewrite.
+against such a check once put the bug back in place of a right rewrite. For the same reason a
+run with a rewrite and no passing test run of the project's does not end done: the outcome says
+that only the model's own check tried the rewrite.
 """
 
 from __future__ import annotations
@@ -32,12 +37,13 @@ from rune.assists import repair
 from rune.assists.again import changes_nothing
 from rune.assists.tests import failed_test_run
 from rune.calls import tool_request
-from rune.errors import RuneError
+from rune.errors import MissingBody, NothingToChange, RuneError
 from rune.formats.constrained import ConstrainedCall
 from rune.messages import Message, ToolRequest
 from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.blocks import code_blocks
+from rune.runtime.breaker import LOOP_SOURCE
 from rune.runtime.chat import ChatRequest
 from rune.text import for_display
 from rune.tools.python_code import code_of, contract_of
@@ -87,6 +93,20 @@ class RewriteFromDocstring(Assist):
             "fails on it, make sure the check asserts what the docstring says."
         )
 
+    def unfinished(self, loop: Loop, state: LoopState) -> str | None:
+        """A function Rune had written afresh, where no test run of the project's passed: the
+        model's own check is all that tried it. On the algorithm suite two such rewrites passed
+        the model's one assert and missed an edge case the old code had (``power_mod`` with a
+        modulus of 1): the run must not say done on that."""
+        old = self.recalled(state).get("old", {})
+        if not old or any(e.source == LOOP_SOURCE and e.status == "done" for e in state.events):
+            return None
+        names = ", ".join(sorted(key.replace("::", ": ", 1) for key in old))
+        return (
+            f"Rune had the model write {for_display(names)} afresh from its docstring, and only "
+            "the model's own check tried it: review it"
+        )
+
     def replace_call(self, loop: Loop, state: LoopState, call: ToolRequest) -> ToolRequest:
         target = _target(call)
         if target is None or state.opening is None:
@@ -99,10 +119,10 @@ class RewriteFromDocstring(Assist):
             # the function may be the model's own fix by now, re-sent as its last word: only
             # the code the run found is what the task says is wrong
             return call
-        nothing = changes_nothing(loop.executor, call)
-        if nothing is None or nothing.content is None:
+        content = _as_it_is(loop, call)
+        if content is None:
             return call
-        source = nothing.content.decode("utf-8", errors="replace")
+        source = content.decode("utf-8", errors="replace")
         contract = contract_of(source, name)
         if contract is None or len(contract) > MAX_CONTRACT_CHARS:
             return call
@@ -144,16 +164,30 @@ class RewriteFromDocstring(Assist):
     ) -> str | None:
         """The definition of ``name`` the model writes from ``contract``, or None."""
         message: Message = {"role": "user", "content": rewrite_prompt(path, name, contract)}
-        base, _ = loop.shape([message])
-        limit = repair.sample_limit(ConstrainedCall(call.name, call.arguments), base.options)
-        request = ChatRequest([message], options={**(base.options or {}), "num_predict": limit})
         try:
-            reply = loop.ask(state, request, None, by=self.name)
+            # the run's options (the window, the temperature), not its context: the request is
+            # this one message alone, so the body left out is nowhere in it
+            base, _ = loop.shape([message])
+            limit = repair.sample_limit(ConstrainedCall(call.name, call.arguments), base.options)
+            options = {**(base.options or {}), "num_predict": limit}
+            reply = loop.ask(state, ChatRequest([message], options=options), None, by=self.name)
         except RuneError as err:
             loop.note(state, f"could not ask the model to write {name} afresh: {err}")
             return None
         text = str(reply.message.get("content") or "")
         return next((d for b in code_blocks(text) if (d := _definition(b, name))), None)
+
+
+def _as_it_is(loop: Loop, call: ToolRequest) -> bytes | None:
+    """What the file holds, when ``call`` would leave the function as it is: it re-sends the
+    function exactly, or sends its signature and docstring alone; else None."""
+    try:
+        loop.executor.prepare(call.name, call.arguments)
+    except (NothingToChange, MissingBody) as err:
+        return err.content
+    except RuneError:
+        return None
+    return None
 
 
 def _changed(loop: Loop, state: LoopState, path: str) -> bool:

@@ -15,7 +15,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from rune.errors import ToolError, ToolInputError
+from rune.errors import MissingBody, ToolError, ToolInputError
 from rune.tools.display import for_display
 
 PYTHON_SUFFIXES = frozenset({".py", ".pyi"})
@@ -138,9 +138,10 @@ def replace_definition(path: Path, source: str, name: str, code: str) -> str:
     if _bodiless(block, short) and not _bodiless(present, short):
         # A small model that runs short sends the signature and docstring alone; taken as it
         # is, that would delete the function's code.
-        raise ToolError(
+        raise MissingBody(
             f"code for {name} has no body (only a docstring, pass or ...); send the whole "
-            f"definition of {name}, its body included."
+            f"definition of {name}, its body included.",
+            source.encode("utf-8"),
         )
     block = _keep_docstring(block, present, short)
     first = lines[span.start - 1]
@@ -291,11 +292,13 @@ def _function(source: str, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef 
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     short = name.rsplit(".", 1)[-1]
-    found = [n for n in tree.body if _named(n, short)]
+    found: list[ast.stmt] = [n for n in tree.body if _named(n, short)]
     if not found and "." in name:
         owner = name.rpartition(".")[0]
         holders = [n for qualified, n in _walk_definitions(tree.body) if qualified == owner]
         found = [n for h in holders for n in h.body if _named(n, short)]
+    elif not found:  # a method named alone, as replace_function finds it
+        found = [n for _, n in _walk_definitions(tree.body) if n.name == short]
     if len(found) != 1 or not isinstance(found[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
     return found[0]
