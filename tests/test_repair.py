@@ -282,29 +282,29 @@ def test_one_repair_per_run_and_the_reply_stays_when_no_sample_does_better(ws: P
     ]
 
 
-def test_a_stuck_model_is_not_given_a_sample_that_merely_moves_its_own_check(ws: Path) -> None:
+def test_a_stuck_model_gets_a_sample_that_moves_a_check_that_cannot_pass(ws: Path) -> None:
     # Its check is too strict for any fix (a float compared with ==), and it keeps sending a
-    # change that leaves the check's report as it was. A sample that moves the report passes
-    # nothing: against the model's own check, which may assert the wrong value, that is no
-    # evidence (on the algorithm suite such a pick put a wrong change in place of a right one).
-    # Against the project's tests it still is (tests/test_again.py).
+    # change that leaves the check's report as it was.
     strict = {"code": "from calc import add\nassert add(2, 3) == 5.0001, add(2, 3)"}
     transport = ScriptedTransport(
         [
             change(BROKEN),  # changes nothing: refused
             check(strict),
-            change(BROKEN),  # again: the report stays "-1"; a repair draws samples
-            change(FIXED),  # moves the report to "5", passes nothing: not taken
-            *[change(PLUS_ONE)] * (SAMPLES - 1),
+            change(BROKEN),  # again: the report stays "-1"
+            turn(tool="write_file", arguments={"path": "calc.py", "content": FIXED}),  # drops mul
+            change(FIXED),  # moves the report to "5": offered
+            *[change(PLUS_ONE)] * (SAMPLES - 2),
+            check(strict),
+            turn(answer="add() adds; the check may be too strict."),
+            turn(answer="add() adds; the check may be too strict."),
         ]
     )
     runtime = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
     resp = approve_all(runtime, runtime.run(TASK))
-    assert len(sampled(transport)) == SAMPLES
-    assert "return a - b\n" in (ws / "calc.py").read_text()
-    assert not any("changes what the check reports" in w for w in resp.warnings)
-    # the same refused change twice: the breaker ends the run, the file as it was
-    assert not resp.success and "2 times with identical arguments" in (resp.error or "")
+    assert "return a + b\n" in (ws / "calc.py").read_text()
+    assert "def mul" in (ws / "calc.py").read_text()
+    assert any("changes what the check reports" in w for w in resp.warnings)
+    assert resp.incomplete == "the model's own check of its change failed"
 
 
 def test_a_server_error_while_sampling_keeps_the_models_reply(ws: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 from tests.test_test_driven import TEST_CALC, approve_all, change, executor, needs_bwrap, turn
 
 from rune.assists import standard_assists
+from rune.assists.repair import SAMPLES
 from rune.errors import ServerError
 from rune.runtime.local_tool_runtime import LocalToolRuntime
 from rune.tools.python_code import code_of, contract_of
@@ -248,3 +249,47 @@ def test_a_rewrite_that_passes_the_tests_is_taken_and_the_run_ends_there(ws: Pat
     assert resp.incomplete is None  # the project's tests pass: that is done
     assert "pass" in resp.text  # Rune's own summary: the tests that failed pass now
     assert len(transport.requests) == 2
+
+
+@needs_bwrap
+def test_where_the_tests_judge_the_models_own_failing_change_may_be_written_afresh(
+    ws: Path,
+) -> None:
+    # A spec's stub the model filled in wrongly, then re-sent as it is: the tests decide.
+    ops = calc_package(ws)
+    resp, transport = run(ws, [change(WRONG), change(WRONG), written(FIXED)], tests=True)
+    assert resp.success, resp.error
+    assert rewrite_requests(transport) == [2]
+    assert "return a * b" not in str(transport.requests[2].messages[0]["content"])
+    assert ops.read_text() == FIXED
+    made = [e for e in resp.events if e.name == "replace_function"]
+    assert [(e.status, e.arguments["code"]) for e in made] == [("done", WRONG), ("done", FIXED)]
+
+
+@needs_bwrap
+def test_a_rewrite_is_not_traded_for_samples_that_merely_move_a_wrong_check(ws: Path) -> None:
+    # The 1.5B on extended_gcd: a right rewrite, then its own wrong assert; the samples that
+    # move that assert are no evidence against the rewrite.
+    wrong = turn(
+        tool="run_python",
+        arguments={"code": "from calc import add\nassert add(2, 3) == 7, add(2, 3)"},
+    )
+    swapped = "def add(a, b):\n" + DOC + "    return b + a\n"  # the same report: stuck
+    moved = "def add(a, b):\n" + DOC + "    return a - b + 1\n"
+    tools = executor(ws)
+    transport = ScriptedTransport(
+        [
+            change(BROKEN, "calc.py"),
+            written(FIXED),
+            wrong,
+            change(swapped, "calc.py"),
+            *[change(moved, "calc.py")] * SAMPLES,
+            wrong,
+            turn(answer="add adds."),
+            turn(answer="add adds."),
+        ]
+    )
+    loop = LocalToolRuntime(transport, tools, model="m", protocol="constrained")
+    resp = approve_all(loop, loop.run([{"role": "user", "content": TASK}]))
+    assert "return b + a" in (ws / "calc.py").read_text()
+    assert not any("changes what the check reports" in w for w in resp.warnings)

@@ -11,13 +11,14 @@ from what it knows, and that version passed the hidden check in 11 of the 16 (``
 eighth session). So when a ``replace_function`` call would leave its file as it is
 (:class:`rune.errors.NothingToChange`) and the function has a docstring, Rune asks the model,
 once per function and run, for the function written afresh from the file with that body left
-out (only while the run has not changed that file: a function the model changed and re-sends
-is its own fix, not the code the task calls wrong): one plain request at the run's own
-temperature, no tools and no grammar, the reply's fenced block read by Rune. The rewrite takes
-the reply's place when it changes the function and no assist refuses it, and, where Rune runs
-the project's tests (:mod:`rune.assists.tests`) and their last run failed, only when it passes
-them; otherwise the reply goes on as it was (to :mod:`rune.assists.again`). The model then
-reads the rewrite as its own change, and checks it as it would have.
+out (without the project's tests, only while the run has not changed that file: a function the
+model changed and re-sends is its own fix, not the code the task calls wrong): one plain
+request at the run's own temperature, no tools and no grammar, the reply's fenced block read by
+Rune. The rewrite takes the reply's place when it changes the function and no assist refuses
+it, and, where Rune runs the project's tests (:mod:`rune.assists.tests`) and their last run
+failed, only when it passes them; otherwise the reply goes on as it was (to
+:mod:`rune.assists.again`). The model then reads the rewrite as its own change, and checks it
+as it would have.
 
 Once a function was written afresh, a later change that puts its old code back (the same
 statements, whatever the comments and docstring) is refused: the user said that code is wrong.
@@ -49,7 +50,7 @@ from rune.text import for_display
 from rune.tools.python_code import code_of, contract_of
 from rune.tools.spec import Trials, trials_of
 
-__all__ = ["MAX_CONTRACT_CHARS", "RewriteFromDocstring", "rewrite_prompt"]
+__all__ = ["MAX_CONTRACT_CHARS", "RewriteFromDocstring", "rewrite_prompt", "written_afresh"]
 
 #: the longest file shown with the body left out (a long one costs a small model minutes to read,
 #: and a function in a big module is not what this is for)
@@ -115,9 +116,11 @@ class RewriteFromDocstring(Assist):
         asked = self.recalled(state).get("asked", [])
         if key in asked:
             return call
-        if _changed(loop, state, path):
+        check = failed_test_run(state.events)
+        if check is None and _changed(loop, state, path):
             # the function may be the model's own fix by now, re-sent as its last word: only
-            # the code the run found is what the task says is wrong
+            # the code the run found is what the task says is wrong (where the tests judge,
+            # a rewrite of the model's failing change is taken only if it passes them)
             return call
         content = _as_it_is(loop, call)
         if content is None:
@@ -137,7 +140,6 @@ class RewriteFromDocstring(Assist):
             return call
         if loop.refusal(state, rewrite) is not None:
             return call
-        check = failed_test_run(state.events)
         trials = trials_of(self._trials, loop.executor)
         if check is not None:
             trial = (
@@ -176,6 +178,13 @@ class RewriteFromDocstring(Assist):
             return None
         text = str(reply.message.get("content") or "")
         return next((d for b in code_blocks(text) if (d := _definition(b, name))), None)
+
+
+def written_afresh(state: LoopState, call: ToolRequest) -> bool:
+    """Whether ``call`` changes a function this run had Rune write afresh from its docstring."""
+    target = _target(call)
+    taken = state.assists.get(RewriteFromDocstring.name, {}).get("old", {})
+    return target is not None and target[2] in taken
 
 
 def _as_it_is(loop: Loop, call: ToolRequest) -> bytes | None:

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from rune.assists import repair
+from rune.assists.rewrite import written_afresh
 from rune.assists.tests import started_with_tests
 from rune.calls import tool_request
 from rune.formats import constrained
@@ -105,17 +106,20 @@ class SampledRepair(Assist):
         baseline = testing.tally(check.error or "")
         if own.made and repair.progress(testing.tally(own.report), baseline):
             baseline = testing.tally(own.report)
-        # A majority of samples that merely move the assert is worth taking against the
-        # project's tests; against the model's own check, which may assert the wrong value
-        # (extended_gcd(10, 6) == (2, 1, -1)), it put a wrong change in place of a right one.
-        by_rune = check.source == LOOP_SOURCE
-        stuck = own.report == check.error and by_rune
+        # A majority of samples that merely move the assert may break a check too strict to
+        # pass; but not in place of a function Rune had written afresh from its docstring: a
+        # wrong assert of the model's own (extended_gcd(10, 6) == (2, 1, -1)) then put a wrong
+        # change in place of the right rewrite.
+        stuck = own.report == check.error and (
+            check.source == LOOP_SOURCE or not written_afresh(state, call)
+        )
         found = repair.pick(samples, attempt, own, stuck=stuck, tried=tried, baseline=baseline)
         if found.error is not None:
             loop.note(state, f"could not ask the model for other changes: {found.error}")
         if found.call is None:
             return call
         # the check is Rune's own test run, or one the model wrote
+        by_rune = check.source == LOOP_SOURCE
         whose, it = ("the project's tests", "them") if by_rune else ("its own check", "that check")
         if found.passes:
             loop.note(
