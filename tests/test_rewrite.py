@@ -252,21 +252,6 @@ def test_a_rewrite_that_passes_the_tests_is_taken_and_the_run_ends_there(ws: Pat
 
 
 @needs_bwrap
-def test_where_the_tests_judge_the_models_own_failing_change_may_be_written_afresh(
-    ws: Path,
-) -> None:
-    # A spec's stub the model filled in wrongly, then re-sent as it is: the tests decide.
-    ops = calc_package(ws)
-    resp, transport = run(ws, [change(WRONG), change(WRONG), written(FIXED)], tests=True)
-    assert resp.success, resp.error
-    assert rewrite_requests(transport) == [2]
-    assert "return a * b" not in str(transport.requests[2].messages[0]["content"])
-    assert ops.read_text() == FIXED
-    made = [e for e in resp.events if e.name == "replace_function"]
-    assert [(e.status, e.arguments["code"]) for e in made] == [("done", WRONG), ("done", FIXED)]
-
-
-@needs_bwrap
 def test_a_rewrite_is_not_traded_for_samples_that_merely_move_a_wrong_check(ws: Path) -> None:
     # The 1.5B on extended_gcd: a right rewrite, then its own wrong assert; the samples that
     # move that assert are no evidence against the rewrite.

@@ -1,0 +1,115 @@
+"""What a small model knows of the algorithm suite's bugs, asked plainly (no tools, no grammar).
+
+Two questions per task of ``bench/suites/algo`` (16 one-line bugs in textbook algorithms; only the
+docstring says what is right), each in one plain request at temperature 0 to the embedded server:
+
+- ``--ask line``: the file and the task; "which line is wrong?" A hit: the reply holds the fixed
+  line (spaces ignored).
+- ``--ask contract``: the file with every function's body left out (signature and docstring
+  kept, ``...`` for the code); "write the bodies". A hit: the reply's code block passes the
+  task's hidden ``check.py``. This is what ``rune.assists.rewrite`` builds on.
+
+    .venv/bin/python bench/contract_rewrite.py --ask contract
+
+Needs the pulled model (``rune pull qwen2.5-coder:1.5b``); run it alone on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from rune.models.catalog import find, pulled_path
+from rune.models.embedded import EmbeddedLlamaServer
+
+SUITE = Path(__file__).parent / "suites" / "algo"
+_BLOCK = re.compile(r"```(?:python)?\n(.*?)```", re.S)
+
+
+def without_bodies(source: str) -> str:
+    """``source`` with each function's body (after its docstring) replaced by ``...``."""
+    lines = source.splitlines()
+    functions = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef)]
+    for node in sorted(functions, key=lambda n: -n.lineno):
+        has_doc = ast.get_docstring(node, clean=False) is not None
+        body = node.body[1:] if has_doc else node.body
+        if body:
+            first = lines[body[0].lineno - 1]
+            indent = first[: len(first) - len(first.lstrip())]
+            lines[body[0].lineno - 1 : node.end_lineno] = [indent + "..."]
+    return "\n".join(lines) + "\n"
+
+
+def prompt(ask: str, task: Path, name: str, source: str) -> str:
+    if ask == "line":
+        request = (task / "task.md").read_text(encoding="utf-8").strip()
+        return (
+            f"{request}\n\n{name}\n```python\n{source}```\n\nWhich line is wrong? Reply with "
+            "the wrong line as it is, then the line as it should be, as:\nWRONG: <line>\n"
+            "RIGHT: <line>"
+        )
+    return (
+        f"Write the code of {name} in full: each function's body, as its docstring says. Keep "
+        f"the names and signatures.\n\n{name}\n```python\n{without_bodies(source)}```\n\n"
+        "Reply with the whole file in one ```python block."
+    )
+
+
+def hit(ask: str, task: Path, name: str, reply: str) -> bool:
+    if ask == "line":
+        broken = (task / "workspace" / name).read_text(encoding="utf-8").splitlines()
+        fixed = (task / "solution" / name).read_text(encoding="utf-8").splitlines()
+        wanted = [line.strip().replace(" ", "") for line in fixed if line not in broken]
+        return any(line in reply.replace(" ", "") for line in wanted)
+    block = _BLOCK.search(reply)
+    with tempfile.TemporaryDirectory() as scratch:
+        Path(scratch, name).write_text(block.group(1) if block else "", encoding="utf-8")
+        check = (task / "check.py").read_text(encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, "-c", check], cwd=scratch, capture_output=True, timeout=120
+        )
+    return done.returncode == 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ask", choices=["line", "contract"], default="contract")
+    parser.add_argument("--model", default="qwen2.5-coder:1.5b")
+    args = parser.parse_args()
+    entry = find(args.model)
+    if entry is None or pulled_path(entry) is None:
+        sys.exit(f"pull the model first: rune pull {args.model}")
+    hits = 0
+    tasks = sorted(p for p in SUITE.iterdir() if p.is_dir())
+    with (
+        tempfile.TemporaryDirectory() as scratch,
+        EmbeddedLlamaServer(entry.path, ctx=entry.context, slot_dir=Path(scratch)) as server,
+    ):
+        for task in tasks:
+            name = next((task / "workspace").glob("*.py")).name
+            source = (task / "workspace" / name).read_text(encoding="utf-8")
+            started = time.perf_counter()
+            body = {
+                "messages": [{"role": "user", "content": prompt(args.ask, task, name, source)}],
+                "temperature": 0,
+                "max_tokens": 700,
+            }
+            answer = httpx.post(f"{server.base_url}/v1/chat/completions", json=body, timeout=600)
+            reply = str(answer.json()["choices"][0]["message"]["content"])
+            found = hit(args.ask, task, name, reply)
+            hits += found
+            seconds = time.perf_counter() - started
+            print(f"{task.name:28} {'hit' if found else 'miss':4} {seconds:5.1f} s", flush=True)
+    print(f"--ask {args.ask}: {hits}/{len(tasks)}")
+
+
+if __name__ == "__main__":
+    main()
