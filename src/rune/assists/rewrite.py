@@ -6,7 +6,7 @@ way it could not write the change.
 Asked to fix a one-line bug in a textbook algorithm whose docstring says what is right, the
 1.5B copied the function back, bug included ("nothing to change"), on most of the algorithm
 suite: shown the code, it does not see the bug (asked which line is wrong, it named the right
-one in 1 of the 16 tasks). Shown the signature and the docstring alone, it writes the function
+one in 1 or 2 of the 16 tasks). Shown the signature and the docstring alone, it writes the function
 from what it knows, and that version passed the hidden check in 11 of the 16 (``bench/README.md``,
 eighth session). So when a ``replace_function`` call would leave its file as it is
 (:class:`rune.errors.NothingToChange`) and the function has a docstring, Rune asks the model,
