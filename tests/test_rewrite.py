@@ -75,6 +75,15 @@ def test_the_contract_keeps_the_signature_and_docstring_and_leaves_the_body_out(
     assert contract_of(method, "add") == contract_of(method, "Calc.add")  # as the tool finds it
 
 
+def test_a_method_is_found_in_its_class_not_as_a_function_of_the_same_name() -> None:
+    both = SOURCE + "\n\nclass Calc:\n    def add(self, a, b):\n    " + DOC + "        return b\n"
+    contract = contract_of(both, "Calc.add")
+    assert contract is not None and "        return b\n" not in contract
+    assert "    return a - b\n" in contract  # the function add is left as it is
+    assert code_of(both, "Calc.add") == code_of("def add(self, a, b):\n    return b\n", "add")
+    assert code_of(both, "add") == code_of(SOURCE, "add")  # a plain name: the top level first
+
+
 def test_no_contract_without_a_docstring_or_a_body_or_a_single_function() -> None:
     assert contract_of("def add(a, b):\n    return a - b\n", "add") is None
     assert contract_of("def add(a, b):\n" + DOC, "add") is None  # nothing to leave out

@@ -291,14 +291,9 @@ def _function(source: str, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef 
         tree = ast.parse(textwrap.dedent(source))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    short = name.rsplit(".", 1)[-1]
-    found: list[ast.stmt] = [n for n in tree.body if _named(n, short)]
-    if not found and "." in name:
-        owner = name.rpartition(".")[0]
-        holders = [n for qualified, n in _walk_definitions(tree.body) if qualified == owner]
-        found = [n for h in holders for n in h.body if _named(n, short)]
-    elif not found:  # a method named alone, as replace_function finds it
-        found = [n for _, n in _walk_definitions(tree.body) if n.name == short]
+    found = _definitions(tree, name)
+    if not found and "." in name:  # the definition alone, as a call sends it
+        found = _named_in(tree.body, name.rsplit(".", 1)[-1])
     if len(found) != 1 or not isinstance(found[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
     return found[0]
@@ -394,15 +389,25 @@ def _bodiless(code: str, name: str) -> bool:
 
 
 def _find(tree: ast.Module, name: str) -> list[Span]:
-    """Where ``name`` is defined: at the top level first, else anywhere (methods, nested)."""
+    """Where ``name`` is defined (see ``_definitions``)."""
+    return [_span(n) for n in _definitions(tree, name)]
+
+
+def _definitions(tree: ast.Module, name: str) -> list[Definition]:
+    """The definitions ``name`` stands for: ``Owner.member`` among its owner's members;
+    a plain name at the top level first, else anywhere (methods, nested)."""
     if "." in name:
         owner, _, member = name.rpartition(".")
         holders = [n for qualified, n in _walk_definitions(tree.body) if qualified == owner]
-        return [_span(n) for h in holders for n in h.body if _named(n, member)]
-    top = [_span(n) for n in tree.body if _named(n, name)]
+        return [n for h in holders for n in _named_in(h.body, member)]
+    top = _named_in(tree.body, name)
     if top:
         return top
-    return [_span(n) for _, n in _walk_definitions(tree.body) if n.name == name]
+    return [n for _, n in _walk_definitions(tree.body) if n.name == name]
+
+
+def _named_in(body: list[ast.stmt], name: str) -> list[Definition]:
+    return [n for n in body if isinstance(n, _DEFINITIONS) and n.name == name]
 
 
 def _named(node: ast.stmt, name: str) -> bool:
