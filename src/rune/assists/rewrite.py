@@ -32,7 +32,9 @@ that only the model's own check tried the rewrite.
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from pathlib import PurePosixPath
+from typing import Any
 
 from rune.assists import repair
 from rune.assists.again import changes_nothing
@@ -99,16 +101,18 @@ class RewriteFromDocstring(Assist):
         model's own check is all that tried it. On the algorithm suite two such rewrites passed
         the model's one assert and missed an edge case the old code had (``power_mod`` with a
         modulus of 1): the run must not say done on that."""
-        old = self.recalled(state).get("old", {})
-        if not old or any(e.source == LOOP_SOURCE and e.status == "done" for e in state.events):
+        afresh = _afresh(self.recalled(state))
+        if not afresh or any(e.source == LOOP_SOURCE and e.status == "done" for e in state.events):
             return None
-        names = ", ".join(sorted(key.replace("::", ": ", 1) for key in old))
+        names = ", ".join(sorted(key.replace("::", ": ", 1) for key in afresh))
         return (
             f"Rune had the model write {for_display(names)} afresh from its docstring, and only "
             "the model's own check tried it: review it"
         )
 
     def replace_call(self, loop: Loop, state: LoopState, call: ToolRequest) -> ToolRequest:
+        if call.name in loop.kinds.checks:
+            return self._instead_of_check(loop, state, call)
         target = _target(call)
         if target is None or state.opening is None:
             return call
@@ -162,6 +166,50 @@ class RewriteFromDocstring(Assist):
             memory["old"] = {**memory.get("old", {}), key: before}
         return rewrite
 
+    def _instead_of_check(self, loop: Loop, state: LoopState, check: ToolRequest) -> ToolRequest:
+        """The rewrite in place of the model's ``check``, when the check cannot tell its change
+        from the code the task calls wrong (it passes on the code as it was, too) and passes on
+        the rewrite; else ``check`` itself."""
+        if state.opening is None or any(e.source == LOOP_SOURCE for e in state.events):
+            return check  # the project's tests judge the model's change, not its own check
+        change = _only_change(loop, state)
+        target = _target(change) if change is not None else None
+        if change is None or target is None:
+            return check
+        path, name, key = target
+        memory = self.memory(state)
+        asked = memory.get("asked", [])
+        trials = trials_of(self._trials, loop.executor)
+        if key in asked or key in _afresh(memory) or trials is None:
+            return check
+        before = trials.try_before_changes(check.name, check.arguments)
+        if before is None or not before.passed:
+            return check  # the check shows the change (or cannot say)
+        content = _as_it_is(loop, change)  # the file as the model's change left it
+        contract = contract_of(content.decode("utf-8", "replace"), name) if content else None
+        if contract is None or len(contract) > MAX_CONTRACT_CHARS:
+            return check
+        memory["asked"] = [*asked, key]
+        code = self._ask(loop, state, change, path, name, contract)
+        if code is None:
+            return check
+        rewrite = tool_request(TOOL, {"path": path, "name": name, "code": code}, None, check.source)
+        if changes_nothing(loop.executor, rewrite) is not None:
+            return check  # the model wrote the same again: its change stands
+        if loop.refusal(state, rewrite) is not None:
+            return check
+        trial = trials.try_change(TOOL, rewrite.arguments, check.name, check.arguments)
+        if trial is None or not trial.passed:
+            return check
+        loop.note(
+            state,
+            f"the model's check passes on {name} in {for_display(path)} as it was before its "
+            f"change, too, so it cannot tell the change from the bug; Rune asked the model to "
+            f"write {name} afresh from its docstring, and takes that (it passes the check too)",
+        )
+        memory["taken"] = [*memory.get("taken", []), key]
+        return rewrite
+
     def _ask(
         self, loop: Loop, state: LoopState, call: ToolRequest, path: str, name: str, contract: str
     ) -> str | None:
@@ -184,8 +232,23 @@ class RewriteFromDocstring(Assist):
 def written_afresh(state: LoopState, call: ToolRequest) -> bool:
     """Whether ``call`` changes a function this run had Rune write afresh from its docstring."""
     target = _target(call)
-    taken = state.assists.get(RewriteFromDocstring.name, {}).get("old", {})
-    return target is not None and target[2] in taken
+    return target is not None and target[2] in _afresh(
+        state.assists.get(RewriteFromDocstring.name, {})
+    )
+
+
+def _afresh(memory: Mapping[str, Any]) -> list[str]:
+    """The functions (``path::name``) Rune had written afresh in this run."""
+    return [*memory.get("old", {}), *memory.get("taken", [])]
+
+
+def _only_change(loop: Loop, state: LoopState) -> ToolRequest | None:
+    """The run's last change, when every change it made was to that one function; else None."""
+    made = [e for e in state.events if e.status == "done" and loop.executor.is_mutating(e.name)]
+    targets = {_target(tool_request(e.name, e.arguments)) for e in made}
+    if not made or len(targets) != 1 or None in targets:
+        return None
+    return tool_request(made[-1].name, made[-1].arguments)
 
 
 def _as_it_is(loop: Loop, call: ToolRequest) -> bytes | None:
