@@ -287,3 +287,60 @@ def test_a_rewrite_is_not_traded_for_samples_that_merely_move_a_wrong_check(ws: 
     resp = approve_all(loop, loop.run([{"role": "user", "content": TASK}]))
     assert "return b + a" in (ws / "calc.py").read_text()
     assert not any("changes what the check reports" in w for w in resp.warnings)
+
+
+# --- a second opinion, when the model's own check cannot tell its change from the bug ---------
+
+
+def check(code: str) -> dict[str, Any]:
+    return turn(tool="run_python", arguments={"code": "from calc import add\n" + code})
+
+
+BLIND = check("assert add(0, 0) == 0")  # true of the bug, the wrong fix and the right one
+
+
+@needs_bwrap
+def test_a_change_its_check_cannot_tell_from_the_bug_gives_way_to_a_rewrite(ws: Path) -> None:
+    # The 1.5B on merge_intervals: a change that keeps the bug, checked on a case the bug
+    # never touched; the check passes, and the run would end on it.
+    # Its change also put the docstring into comments: the contract is the file as it was.
+    bare = "def add(a, b):\n    # The sum of a and b.\n    return a * b\n"
+    resp, transport = run(
+        ws,
+        [change(bare, "calc.py"), BLIND, written(FIXED), BLIND, turn(answer="add adds.")],
+    )
+    assert rewrite_requests(transport) == [2]
+    asked = str(transport.requests[2].messages[0]["content"])
+    # the file as the run found it, neither body of add shown (mul's `return a * b` is)
+    assert asked.count("return a * b") == 1 and "return a - b" not in asked
+    assert "The sum of ``a`` and ``b``." in asked
+    assert (ws / "calc.py").read_text() == FIXED + "\n\ndef mul(a, b):\n    return a * b\n"
+    made = [e for e in resp.events if e.name == "replace_function"]
+    assert [(e.status, e.arguments["code"]) for e in made] == [("done", bare), ("done", FIXED)]
+    checks = [e for e in resp.events if e.name == "run_python"]
+    assert [e.status for e in checks] == ["done"]  # the first check's turn became the rewrite
+    assert any("cannot tell the change from the bug" in w for w in resp.warnings)
+    assert resp.incomplete is not None and "calc.py: add afresh" in resp.incomplete
+
+
+@needs_bwrap
+def test_a_check_that_fails_on_the_bug_keeps_the_models_change(ws: Path) -> None:
+    shows = check("assert add(2, 2) == 4")  # the bug gives 0: the check shows the change
+    resp, transport = run(ws, [change(WRONG, "calc.py"), shows, turn(answer="add adds.")])
+    assert rewrite_requests(transport) == []
+    assert "return a * b" in (ws / "calc.py").read_text()
+    assert [e.status for e in resp.events if e.name == "run_python"] == ["done"]
+
+
+@needs_bwrap
+def test_a_rewrite_that_fails_the_check_or_repeats_the_change_is_not_taken(ws: Path) -> None:
+    against = check("assert add(1, 1) != 2")  # passes on the bug and on a * b, not on a + b
+    for check_turn, reply in ((against, written(FIXED)), (BLIND, written(WRONG))):
+        (ws / "calc.py").write_text(SOURCE)
+        resp, transport = run(
+            ws, [change(WRONG, "calc.py"), check_turn, reply, turn(answer="add adds.")]
+        )
+        assert rewrite_requests(transport) == [2]
+        assert "return a * b" in (ws / "calc.py").read_text()
+        assert [e.status for e in resp.events if e.name == "run_python"] == ["done"]
+        assert not any("cannot tell the change from the bug" in w for w in resp.warnings)

@@ -185,7 +185,8 @@ class RewriteFromDocstring(Assist):
         before = trials.try_before_changes(check.name, check.arguments)
         if before is None or not before.passed:
             return check  # the check shows the change (or cannot say)
-        content = _as_it_is(loop, change)  # the file as the model's change left it
+        # the file as the run found it: the model's change may have lost the docstring
+        content = trials.content_before_changes(path)
         contract = contract_of(content.decode("utf-8", "replace"), name) if content else None
         if contract is None or len(contract) > MAX_CONTRACT_CHARS:
             return check

@@ -302,6 +302,11 @@ class ToolExecutor:
         if before is None or isinstance(before, str):
             self.changes.applied(change.tool, Path(path), before, after)
 
+    def content_before_changes(self, path: str) -> bytes | None:
+        """What the file ``path`` (relative to the workspace, or absolute) held before this
+        executor first changed it; None when it did not change it, or created it."""
+        return self._originals.get(Path(os.path.realpath(self.workspace / path)))
+
     def try_before_changes(self, check: str, check_args: Mapping[str, Any]) -> Trial | None:
         """The check run on the workspace as it was before this executor changed any file
         (the files it changed seen with their old content; nothing written; with nothing

@@ -160,6 +160,8 @@ class Trials(Protocol):
 
     def try_before_changes(self, check: str, check_args: Mapping[str, Any]) -> Trial | None: ...
 
+    def content_before_changes(self, path: str) -> bytes | None: ...
+
 
 def trials_of(given: Trials | None, executor: Executor) -> Trials | None:
     """The service an assist tries changes with: ``given`` (the composition root's), else the
