@@ -27,6 +27,12 @@ wrong as often as its rewrites (``extended_gcd(10, 6) == (2, 1, -1)``): a sample
 against such a check once put the bug back in place of a right rewrite. For the same reason a
 run with a rewrite and no passing test run of the project's does not end done: the outcome says
 that only the model's own check tried the rewrite.
+
+A second opinion where no tests run: when the model checks its change to one function (the
+run's only change) with a check that passes on the file as the run found it, too, the check
+cannot tell the change from the bug. Rune then asks for the function written afresh from the
+file as found, and puts it in place of the check call when it differs from the model's change
+and passes that check (``algo`` 5/16 → 6/16, docs/loop.md).
 """
 
 from __future__ import annotations
