@@ -13,9 +13,9 @@ from tests.test_test_driven import TEST_CALC, approve_all, change, executor, nee
 
 from rune.assists import standard_assists
 from rune.assists.repair import SAMPLES
-from rune.errors import ServerError
+from rune.errors import OtherDefinition, ServerError
 from rune.runtime.local_tool_runtime import LocalToolRuntime
-from rune.tools.python_code import code_of, contract_of
+from rune.tools.python_code import code_of, contract_of, replace_definition
 from rune.tools.testing import auto_check
 from rune.transport.scripted import ScriptedTransport
 
@@ -143,6 +143,29 @@ def test_a_definition_sent_without_its_body_gets_one_written_from_its_docstring(
     assert (ws / "calc.py").read_text().startswith(FIXED)
     made = [e for e in resp.events if e.name == "replace_function"]
     assert [(e.status, e.arguments["code"]) for e in made] == [("done", FIXED)]
+
+
+def test_a_definition_sent_under_another_name_gets_the_function_written_afresh(
+    ws: Path,
+) -> None:
+    # The 1.5B on primes_up_to: `def sieve_of_eratosthenes(n): ...` sent to replace it, twice.
+    renamed = "def plus(a, b):\n" + DOC + "    return a - b\n"
+    resp, transport = run(
+        ws, [change(renamed, "calc.py"), written(FIXED), turn(answer="add adds now.")]
+    )
+    assert rewrite_requests(transport) == [1]
+    assert (ws / "calc.py").read_text() == FIXED + "\n\ndef mul(a, b):\n    return a * b\n"
+    made = [e for e in resp.events if e.name == "replace_function"]
+    assert [(e.status, e.arguments["code"]) for e in made] == [("done", FIXED)]
+    assert any("defines another name" in w for w in resp.warnings)
+
+
+def test_a_definition_under_another_name_is_refused_with_what_to_send(tmp_path: Path) -> None:
+    source = tmp_path / "calc.py"
+    source.write_text(SOURCE)
+    with pytest.raises(OtherDefinition, match=r"`def add\(`.*it defines plus") as raised:
+        replace_definition(source, SOURCE, "add", "def plus(a, b):\n    return a + b\n")
+    assert raised.value.content == SOURCE.encode()
 
 
 def test_a_fix_the_model_made_and_re_sends_is_not_written_afresh(ws: Path) -> None:

@@ -19,7 +19,8 @@ above the boundary never sees them::
     ├── ContextOverflow             the request cannot fit in the model's window even after eviction
     ├── ToolError                   a tool failed; its message goes back to the model
     │   ├── ToolInputError          unknown tool, missing or wrongly typed arguments
-    │   │   └── NothingToChange     a change whose file already holds exactly that content
+    │   │   ├── NothingToChange     a change whose file already holds exactly that content
+    │   │   └── OtherDefinition     code sent to replace a definition that does not define it
     │   ├── MissingBody             a definition sent with its signature and docstring alone
     │   ├── SandboxDenied           the sandbox refused a path: outside the roots, blocked,
     │   │                           a credential store, protected, or odd syntax (message = denial)
@@ -114,6 +115,17 @@ class NothingToChange(ToolInputError):
     nothing to approve or write. The loop may ask the model again instead
     (:mod:`rune.assists.again`, :mod:`rune.assists.rewrite`). ``content``: the bytes the file
     holds (read under the session's policy), when known."""
+
+    def __init__(self, message: str, content: bytes | None = None) -> None:
+        super().__init__(message)
+        self.content = content
+
+
+class OtherDefinition(ToolInputError):
+    """Code sent to replace the definition of a name that does not define that name (a small
+    model renames what it rewrites: the 1.5B sent ``def sieve_of_eratosthenes`` to replace
+    ``primes_up_to``). ``content``: the bytes the file holds, as :class:`NothingToChange` has
+    them (:mod:`rune.assists.rewrite` writes the function under its own name)."""
 
     def __init__(self, message: str, content: bytes | None = None) -> None:
         super().__init__(message)

@@ -1,7 +1,9 @@
 """Write it afresh from its docstring, when the model re-sends a function as the file holds it.
 
-Or when it sends the signature and docstring alone (:class:`rune.errors.MissingBody`): either
-way it could not write the change.
+Or when it sends the signature and docstring alone (:class:`rune.errors.MissingBody`), or
+code that defines another name in its place (:class:`rune.errors.OtherDefinition`: on the
+algorithm suite the 1.5B sent ``def sieve_of_eratosthenes`` for ``primes_up_to``, twice, and the
+run ended in the breaker): each way it could not write the change.
 
 Asked to fix a one-line bug in a textbook algorithm whose docstring says what is right, the
 1.5B copied the function back, bug included ("nothing to change"), on most of the algorithm
@@ -46,7 +48,7 @@ from rune.assists import repair
 from rune.assists.again import changes_nothing
 from rune.assists.tests import failed_test_run
 from rune.calls import tool_request
-from rune.errors import MissingBody, NothingToChange, RuneError
+from rune.errors import MissingBody, NothingToChange, OtherDefinition, RuneError
 from rune.formats.constrained import ConstrainedCall
 from rune.messages import Message, ToolRequest
 from rune.pause.state import LoopState
@@ -133,9 +135,10 @@ class RewriteFromDocstring(Assist):
             # each cost a call of 20-50 s.)
             return call
         check = failed_test_run(state.events)
-        content = _as_it_is(loop, call)
-        if content is None:
+        found = _could_not_write(loop, call)
+        if found is None:
             return call
+        content, what = found
         source = content.decode("utf-8", errors="replace")
         contract = contract_of(source, name)
         if contract is None or len(contract) > MAX_CONTRACT_CHARS:
@@ -162,7 +165,7 @@ class RewriteFromDocstring(Assist):
                 return call  # the tests judge: a rewrite that fails them is no better
         loop.note(
             state,
-            f"the model re-sent {name} in {shown} as it is; Rune asked it to write {name} "
+            f"the model {what.format(name=name, path=shown)}; Rune asked it to write {name} "
             "afresh from its docstring, and takes that"
             + (" (it passes the tests)" if check is not None else ""),
         )
@@ -258,13 +261,22 @@ def _only_change(loop: Loop, state: LoopState) -> ToolRequest | None:
     return tool_request(made[-1].name, made[-1].arguments)
 
 
-def _as_it_is(loop: Loop, call: ToolRequest) -> bytes | None:
-    """What the file holds, when ``call`` would leave the function as it is: it re-sends the
-    function exactly, or sends its signature and docstring alone; else None."""
+#: what the model did, by the error its call met (``{name}``, ``{path}`` filled in)
+_COULD_NOT_WRITE: dict[type[RuneError], str] = {
+    NothingToChange: "re-sent {name} in {path} as it is",
+    MissingBody: "sent {name} in {path} without its body",
+    OtherDefinition: "sent code for {name} in {path} that defines another name",
+}
+
+
+def _could_not_write(loop: Loop, call: ToolRequest) -> tuple[bytes, str] | None:
+    """What the file holds and what the model did, when ``call`` could not change the
+    function: it re-sends the function exactly, sends its signature and docstring alone, or
+    sends a definition of another name; else None."""
     try:
         loop.executor.prepare(call.name, call.arguments)
-    except (NothingToChange, MissingBody) as err:
-        return err.content
+    except (NothingToChange, MissingBody, OtherDefinition) as err:
+        return (err.content, _COULD_NOT_WRITE[type(err)]) if err.content is not None else None
     except RuneError:
         return None
     return None

@@ -15,7 +15,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from rune.errors import MissingBody, ToolError, ToolInputError
+from rune.errors import MissingBody, OtherDefinition, ToolError, ToolInputError
 from rune.tools.display import for_display
 
 PYTHON_SUFFIXES = frozenset({".py", ".pyi"})
@@ -114,7 +114,7 @@ def replace_definition(path: Path, source: str, name: str, code: str) -> str:
             f"{shown} does not parse now ({problem}), so its functions cannot be found; fix "
             "it with edit_file or write_file."
         )
-    block, imports = _imports_apart(_normalised(code, name.rsplit(".", 1)[-1]))
+    block, imports = _imports_apart(_normalised(code, name.rsplit(".", 1)[-1], source))
     if imports:
         # The imports a model puts above the function go with the file's own, once: left in
         # the block they would land above the definition, and again at each resend (the 1.5B
@@ -299,8 +299,9 @@ def _function(source: str, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef 
     return found[0]
 
 
-def _normalised(code: str, short_name: str) -> str:
-    """``code`` dedented, ending in one newline, and checked to define ``short_name``."""
+def _normalised(code: str, short_name: str, source: str) -> str:
+    """``code`` dedented, ending in one newline, and checked to define ``short_name`` (the
+    definition it replaces in ``source``)."""
     block = textwrap.dedent(code.replace("\r\n", "\n")).strip("\n") + "\n"
     problem = syntax_problem(block)
     if problem is not None:
@@ -310,10 +311,11 @@ def _normalised(code: str, short_name: str) -> str:
         )
     defined = {n.name for n in ast.parse(block).body if isinstance(n, _DEFINITIONS)}
     if short_name not in defined:
-        raise ToolInputError(
+        raise OtherDefinition(
             f"code must be the complete new definition of {short_name}, starting with "
             f"`def {short_name}(` (or `class {short_name}`); it defines "
-            f"{', '.join(sorted(defined)) or 'nothing'}."
+            f"{', '.join(sorted(defined)) or 'nothing'}.",
+            source.encode("utf-8"),
         )
     return block
 
