@@ -114,3 +114,46 @@ def test_the_rune_command_does_not_call_it_done(home: Path) -> None:
     shown += [call("run_python", code=SHOWS), final("Fixed add().")]
     done = rune(home, *args, script=shown)
     assert done.returncode == EXIT_OK, done.stdout + done.stderr
+
+
+# --- a check changed to fit the code --------------------------------------------------------
+
+
+def test_a_check_changed_to_expect_what_the_code_does_leaves_the_task_unfinished(
+    ws: Path,
+) -> None:
+    # The 1.5B on 15_two_files (no reading tools): circle_area(3) == 28.274 failed, so it
+    # changed the code and the check to circle_area(3) == 6, which passed, and answered.
+    script = [
+        change(WRONG),
+        check("from calc import add\nassert add(2, 3) == 5, add(2, 3)"),
+        check("from calc import add\nassert add(2,3) == 6"),  # add(2, 3) was -1: it "shows"
+        turn(answer="Fixed add()."),
+    ]
+    response = finish(ws, script)
+    assert response.outcome == "incomplete", response.incomplete
+    assert response.incomplete is not None
+    assert "expects of add(2, 3) (5 before it failed, 6 now)" in response.incomplete
+
+
+def test_the_same_expectation_passing_after_a_new_change_shows_the_fix(ws: Path) -> None:
+    script = [
+        change(WRONG),
+        check(SHOWS),
+        change(FIXED),
+        check(SHOWS + "\nassert add(1, 1) == 2"),
+        turn(answer="Fixed add()."),
+    ]
+    response = finish(ws, script)
+    assert response.outcome == "done", response.incomplete
+
+
+def test_a_check_that_failed_in_its_own_code_moves_no_expectation(ws: Path) -> None:
+    # only an assertion that failed says what the model expected and did not get
+    script = [
+        change(FIXED),
+        check("from calc import ad\nassert add(2, 3) == 4"),  # ImportError
+        check(SHOWS),
+        turn(answer="Fixed add()."),
+    ]
+    assert finish(ws, script).outcome == "done"

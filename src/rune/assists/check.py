@@ -18,10 +18,18 @@ of the model's that passed since its last change passes on the code as it was be
 changed it, too (tried with :class:`rune.tools.spec.Trials`, nothing written), the answer
 leaves the task unfinished (:data:`SHOWS_NOTHING`): nothing showed that the change works. The
 model is not told (its fix may be right); the person reading the outcome is.
+
+Nor does a check prove a change when the model changed what it expects to fit the code: after
+its check ``assert circle_area(3) == 28.274`` failed, the 1.5B changed the code to ``r * 2`` and
+the check to ``assert circle_area(3) == 6``, which passed, and answered. So when a check that
+passed since the last change expects of an expression only values that no check expected of it
+before one failed on that assert (:func:`moved_expectation`), the answer leaves the task
+unfinished with the expression and both values.
 """
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Collection, Sequence
 
 from rune.assists.tests import TestDriven
@@ -32,7 +40,13 @@ from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
 from rune.tools.spec import Trials, trials_of
 
-__all__ = ["MAX_FAILED_CHECKS", "MAX_TRIED_CHECKS", "SHOWS_NOTHING", "CheckBeforeAnswer"]
+__all__ = [
+    "MAX_FAILED_CHECKS",
+    "MAX_TRIED_CHECKS",
+    "SHOWS_NOTHING",
+    "CheckBeforeAnswer",
+    "moved_expectation",
+]
 
 #: failed checks in one run after which the model may answer anyway
 MAX_FAILED_CHECKS = 2
@@ -93,8 +107,17 @@ class CheckBeforeAnswer(Assist):
     def unfinished(self, loop: Loop, state: LoopState) -> str | None:
         trials = trials_of(self._trials, loop.executor)
         passed = _checks_since_last_change(state.events, loop.kinds.changes, loop.kinds.checks)
-        if trials is None or not passed or any(e.source == LOOP_SOURCE for e in passed):
-            return None  # nothing to try, no check passed, or the project's tests pass
+        if not passed or any(e.source == LOOP_SOURCE for e in passed):
+            return None  # no check passed, or the project's tests pass
+        moved = moved_expectation(state.events, passed, loop.kinds.checks)
+        if moved is not None:
+            expression, before, now = moved
+            return (
+                f"the model changed what its check expects of {expression} ({before} before it "
+                f"failed, {now} now) to fit the code: nothing showed that the change works"
+            )
+        if trials is None:
+            return None  # nothing to try the checks with
         distinct = list(
             {tool_request(e.name, e.arguments).signature: e for e in reversed(passed)}.values()
         )
@@ -118,3 +141,43 @@ def _checks_since_last_change(
         if event.name in checks and event.status == "done":
             passed.append(event)
     return []
+
+
+def moved_expectation(
+    events: Sequence[ToolEvent], passed: Sequence[ToolEvent], checks: Collection[str]
+) -> tuple[str, str, str] | None:
+    """``(expression, a value expected before, the value expected now)`` when a check in
+    ``passed`` asserts ``expression == value`` and every value it expects of that expression
+    differs from all that the model's checks in ``events`` expected of it before an assertion
+    of theirs failed; else None."""
+    failed: dict[str, set[str]] = {}
+    for event in events:
+        own = event.name in checks and event.source != LOOP_SOURCE
+        if own and event.status != "done" and "AssertionError" in (event.error or ""):
+            for expression, value in _expectations(event.arguments.get("code")):
+                failed.setdefault(expression, set()).add(value)
+    now: dict[str, set[str]] = {}
+    for event in passed:
+        for expression, value in _expectations(event.arguments.get("code")):
+            now.setdefault(expression, set()).add(value)
+    for expression, values in now.items():
+        before = failed.get(expression, set())
+        if before and not values & before:
+            return expression, min(before), min(values)
+    return None
+
+
+def _expectations(code: object) -> list[tuple[str, str]]:
+    """``(expression, value)`` of each ``assert expression == value`` in the check's code."""
+    if not isinstance(code, str):
+        return []
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        test = node.test if isinstance(node, ast.Assert) else None
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+            found.append((ast.unparse(test.left), ast.unparse(test.comparators[0])))
+    return found
