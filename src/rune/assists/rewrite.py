@@ -34,7 +34,8 @@ A second opinion where no tests run: when the model checks its change to one fun
 run's only change) with a check that passes on the file as the run found it, too, the check
 cannot tell the change from the bug. Rune then asks for the function written afresh from the
 file as found, and puts it in place of the check call when it differs from the model's change
-and passes that check (``algo`` 5/16 → 6/16, docs/loop.md).
+and passes that check (``algo`` 5/16 → 7/16 with the contract from the file as found,
+docs/loop.md).
 """
 
 from __future__ import annotations
