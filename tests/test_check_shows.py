@@ -157,3 +157,18 @@ def test_a_check_that_failed_in_its_own_code_moves_no_expectation(ws: Path) -> N
         turn(answer="Fixed add()."),
     ]
     assert finish(ws, script).outcome == "done"
+
+
+def test_the_expression_named_is_one_short_line_a_terminal_shows_as_it_is(ws: Path) -> None:
+    hostile = "add(2, 3) + len('\x1b[2J" + "x" * 200 + "')"
+    script = [
+        change(WRONG),
+        check(f"from calc import add\nassert {hostile} == 5"),
+        check(f"from calc import add\nassert {hostile} == 210"),  # what it is now
+        turn(answer="Fixed add()."),
+    ]
+    response = finish(ws, script)
+    assert response.incomplete is not None
+    assert "changed what its check expects" in response.incomplete
+    assert "\x1b" not in response.incomplete and "…" in response.incomplete
+    assert len(response.incomplete) < 300

@@ -38,6 +38,7 @@ from rune.messages import ToolEvent, ToolRequest, ToolStatus
 from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
+from rune.text import visible
 from rune.tools.spec import Trials, trials_of
 
 __all__ = [
@@ -111,7 +112,7 @@ class CheckBeforeAnswer(Assist):
             return None  # no check passed, or the project's tests pass
         moved = moved_expectation(state.events, passed, loop.kinds.checks)
         if moved is not None:
-            expression, before, now = moved
+            expression, before, now = (_shown(part) for part in moved)
             return (
                 f"the model changed what its check expects of {expression} ({before} before it "
                 f"failed, {now} now) to fit the code: nothing showed that the change works"
@@ -165,6 +166,12 @@ def moved_expectation(
         if before and not values & before:
             return expression, min(before), min(values)
     return None
+
+
+def _shown(code: str, limit: int = 80) -> str:
+    """A piece of the model's check as one short line a terminal shows as it is."""
+    line = " ".join(code.split())
+    return visible(line if len(line) <= limit else line[: limit - 1] + "…", keep="")
 
 
 def _expectations(code: object) -> list[tuple[str, str]]:
