@@ -112,11 +112,7 @@ class CheckBeforeAnswer(Assist):
             return None  # no check passed, or the project's tests pass
         moved = moved_expectation(state.events, passed, loop.kinds.checks)
         if moved is not None:
-            expression, before, now = (_shown(part) for part in moved)
-            return (
-                f"the model changed what its check expects of {expression} ({before} before it "
-                f"failed, {now} now) to fit the code: nothing showed that the change works"
-            )
+            return _moved_reason(*moved)
         if trials is None:
             return None  # nothing to try the checks with
         distinct = list(
@@ -166,6 +162,15 @@ def moved_expectation(
         if before and not values & before:
             return expression, min(before), min(values)
     return None
+
+
+def _moved_reason(expression: str, expected: str, now: str) -> str:
+    """Why a run whose check was changed to fit the code is unfinished."""
+    return (
+        f"the model changed what its check expects of {_shown(expression)} ({_shown(expected)} "
+        f"before it failed, {_shown(now)} now) to fit the code: nothing showed that the change "
+        "works"
+    )
 
 
 def _shown(code: str, limit: int = 80) -> str:
