@@ -13,9 +13,10 @@ from tests.test_test_driven import TEST_CALC, approve_all, change, executor, nee
 
 from rune.assists import standard_assists
 from rune.assists.repair import SAMPLES
+from rune.assists.rewrite import AFRESH_TRIES, MAX_CONTRACT_CHARS, contract_for
 from rune.errors import OtherDefinition, ServerError
 from rune.runtime.local_tool_runtime import LocalToolRuntime
-from rune.tools.python_code import code_of, contract_of, replace_definition
+from rune.tools.python_code import code_of, contract_of, local_contract_of, replace_definition
 from rune.tools.testing import auto_check
 from rune.transport.scripted import ScriptedTransport
 
@@ -310,6 +311,98 @@ def test_a_rewrite_is_not_traded_for_samples_that_merely_move_a_wrong_check(ws: 
     resp = approve_all(loop, loop.run([{"role": "user", "content": TASK}]))
     assert "return b + a" in (ws / "calc.py").read_text()
     assert not any("changes what the check reports" in w for w in resp.warnings)
+
+
+# --- a library's module: too long to show whole --------------------------------------------
+
+#: a module as a library has them: imports, then more code than a contract may show
+LIBRARY = (
+    "import re\nfrom math import floor\n\n"
+    + "".join(f"def helper{i}(x):\n    return x + {i}\n\n\n" for i in range(400))
+    + SOURCE
+)
+
+
+def test_a_long_modules_contract_is_its_imports_and_the_function_alone() -> None:
+    assert len(contract_of(LIBRARY, "add") or "") > MAX_CONTRACT_CHARS
+    local = "import re\nfrom math import floor\n\n\ndef add(a, b):\n" + DOC + "    ...\n"
+    assert local_contract_of(LIBRARY, "add") == local
+    assert contract_for(LIBRARY, "add") == local
+    assert contract_for(SOURCE, "add") == contract_of(SOURCE, "add")  # short: the whole file
+    assert contract_for(LIBRARY, "helper3") is None  # no docstring: nothing says what it does
+
+
+def test_a_methods_local_contract_stands_under_its_class_line() -> None:
+    method = "import re\n\n\nclass Calc(object):\n    unit = 0\n\n" + "".join(
+        "    " + line if line.strip() else line for line in BROKEN.splitlines(keepends=True)
+    )
+    assert local_contract_of(method, "Calc.add") == (
+        "import re\n\n\nclass Calc(object):\n    def add(a, b):\n    " + DOC + "        ...\n"
+    )
+    nested = "def outer():\n    " + "\n    ".join(BROKEN.splitlines()) + "\n    return add\n"
+    assert local_contract_of(nested, "add") is None
+    assert local_contract_of("def broken(:\n", "broken") is None
+
+
+# --- a repair the project's tests judge: the function written afresh first --------------------
+
+
+def run_repair(ws: Path, script: list[dict[str, Any]]) -> tuple[Any, Any]:
+    tools = executor(ws)
+    assists = standard_assists(
+        auto_checks=lambda r: auto_check(r, tools.workspace, tools.policy),
+        without=frozenset({"check", "again", "rewrite"}),
+    )
+    transport = ScriptedTransport(script)
+    loop = LocalToolRuntime(transport, tools, model="m", protocol="constrained", assists=assists)
+    return approve_all(loop, loop.run([{"role": "user", "content": TEST_TASK}])), transport
+
+
+@needs_bwrap
+def test_a_change_that_fails_the_tests_gives_way_to_the_function_written_afresh(ws: Path) -> None:
+    # The repo suite: the 1.5B's own change to a library function fails the library's tests,
+    # and so do six samples from a fresh start; the function written from its docstring passes.
+    ops = calc_package(ws)
+    resp, transport = run_repair(ws, [change(WRONG), written(FIXED)])
+    assert resp.success, resp.error
+    assert ops.read_text() == FIXED
+    assert rewrite_requests(transport) == [1]
+    asked = transport.requests[1].messages[0]["content"]
+    assert "return a - b" not in asked and DOC.strip() in asked  # the bug left out
+    taken = "write add afresh from its docstring, and that passes them"
+    assert any(taken in w for w in resp.warnings)
+    assert resp.incomplete is None
+
+
+@needs_bwrap
+def test_rewrites_that_fail_the_tests_are_followed_by_the_samples_once_per_run(ws: Path) -> None:
+    ops = calc_package(ws)
+    script = [change(WRONG), *[written(WRONG)] * AFRESH_TRIES, *[change(WRONG)] * SAMPLES]
+    # then the same change again ("nothing to change"), and an answer, sent back once
+    script += [change(WRONG), *[turn(answer="I cannot.")] * 2]
+    resp, transport = run_repair(ws, script)
+    assert not resp.success or resp.incomplete is not None  # the tests still fail
+    assert rewrite_requests(transport) == list(range(1, 1 + AFRESH_TRIES))  # none asked again
+    assert transport.requests[2].options["temperature"] > 0  # the second try is sampled
+    assert len(transport.requests) == len(script)
+    assert ops.read_text() == WRONG
+
+
+@needs_bwrap
+def test_the_models_own_check_never_judges_a_rewrite_in_a_repair(ws: Path) -> None:
+    wrong = turn(
+        tool="run_python", arguments={"code": "from calc import add\nassert add(2, 3) == 5"}
+    )
+    tools = executor(ws)
+    script = [change(WRONG, "calc.py"), wrong, change(WRONG, "calc.py")]
+    script += [change(FIXED, "calc.py"), turn(answer="add adds.")]
+    transport = ScriptedTransport(script)
+    assists = standard_assists(without=frozenset({"check", "again", "rewrite"}))
+    loop = LocalToolRuntime(transport, tools, model="m", protocol="constrained", assists=assists)
+    resp = approve_all(loop, loop.run([{"role": "user", "content": TASK}]))
+    assert resp.success, resp.error
+    assert rewrite_requests(transport) == []
+    assert "return a + b" in (ws / "calc.py").read_text()  # the first sample passed
 
 
 # --- a second opinion, when the model's own check cannot tell its change from the bug ---------

@@ -41,7 +41,7 @@ docs/loop.md).
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -58,16 +58,40 @@ from rune.runtime.blocks import code_blocks
 from rune.runtime.breaker import LOOP_SOURCE
 from rune.runtime.chat import ChatRequest
 from rune.text import for_display
-from rune.tools.python_code import code_of, contract_of
+from rune.tools.python_code import code_of, contract_of, local_contract_of
 from rune.tools.spec import Trials, trials_of
 
-__all__ = ["MAX_CONTRACT_CHARS", "RewriteFromDocstring", "rewrite_prompt", "written_afresh"]
+__all__ = [
+    "AFRESH_TRIES",
+    "MAX_CONTRACT_CHARS",
+    "RewriteFromDocstring",
+    "afresh_samples",
+    "contract_for",
+    "rewrite_prompt",
+    "write_afresh",
+    "written_afresh",
+]
 
-#: the longest file shown with the body left out (a long one costs a small model minutes to read,
-#: and a function in a big module is not what this is for)
+#: the longest contract shown (a long one costs a small model minutes to read): a longer file
+#: is shown as its imports and the function alone
 MAX_CONTRACT_CHARS = 6000
 #: the tool whose calls are rewritten: it names the function
 TOOL = "replace_function"
+#: tries at writing a function afresh for a repair the project's tests judge: the first at the
+#: run's own options, the others sampled at :data:`AFRESH_TEMPERATURE`
+AFRESH_TRIES = 2
+AFRESH_TEMPERATURE = 0.8
+
+
+def contract_for(source: str, name: str) -> str | None:
+    """What the model is shown to write ``name`` afresh: the file with its body left out, or,
+    for a file too long for that (a library's module), the file's imports and the function
+    alone; None when ``name`` has no contract (:func:`~rune.tools.python_code.contract_of`)
+    or it is too long even so."""
+    for contract in (contract_of(source, name), local_contract_of(source, name)):
+        if contract is not None and len(contract) <= MAX_CONTRACT_CHARS:
+            return contract
+    return None
 
 
 def rewrite_prompt(path: str, name: str, contract: str) -> str:
@@ -141,11 +165,11 @@ class RewriteFromDocstring(Assist):
             return call
         content, what = found
         source = content.decode("utf-8", errors="replace")
-        contract = contract_of(source, name)
-        if contract is None or len(contract) > MAX_CONTRACT_CHARS:
+        contract = contract_for(source, name)
+        if contract is None:
             return call
         self.memory(state)["asked"] = [*asked, key]
-        code = self._ask(loop, state, call, path, name, contract)
+        code = write_afresh(loop, state, call, name, contract, path=path, by=self.name)
         if code is None:
             return call
         rewrite = tool_request(TOOL, {"path": path, "name": name, "code": code}, None, call.source)
@@ -197,11 +221,11 @@ class RewriteFromDocstring(Assist):
             return check  # the check shows the change (or cannot say)
         # the file as the run found it: the model's change may have lost the docstring
         content = trials.content_before_changes(path)
-        contract = contract_of(content.decode("utf-8", "replace"), name) if content else None
-        if contract is None or len(contract) > MAX_CONTRACT_CHARS:
+        contract = contract_for(content.decode("utf-8", "replace"), name) if content else None
+        if contract is None:
             return check
         memory["asked"] = [*asked, key]
-        code = self._ask(loop, state, change, path, name, contract)
+        code = write_afresh(loop, state, change, name, contract, path=path, by=self.name)
         if code is None:
             return check
         rewrite = tool_request(TOOL, {"path": path, "name": name, "code": code}, None, check.source)
@@ -221,23 +245,58 @@ class RewriteFromDocstring(Assist):
         memory["taken"] = [*memory.get("taken", []), key]
         return rewrite
 
-    def _ask(
-        self, loop: Loop, state: LoopState, call: ToolRequest, path: str, name: str, contract: str
-    ) -> str | None:
-        """The definition of ``name`` the model writes from ``contract``, or None."""
-        message: Message = {"role": "user", "content": rewrite_prompt(path, name, contract)}
-        try:
-            # the run's options (the window, the temperature), not its context: the request is
-            # this one message alone, so the body left out is nowhere in it
-            base, _ = loop.shape([message])
-            limit = repair.sample_limit(ConstrainedCall(call.name, call.arguments), base.options)
-            options = {**(base.options or {}), "num_predict": limit}
-            reply = loop.ask(state, ChatRequest([message], options=options), None, by=self.name)
-        except RuneError as err:
-            loop.note(state, f"could not ask the model to write {name} afresh: {err}")
-            return None
-        text = str(reply.message.get("content") or "")
-        return next((d for b in code_blocks(text) if (d := _definition(b, name))), None)
+
+def write_afresh(
+    loop: Loop,
+    state: LoopState,
+    call: ToolRequest,
+    name: str,
+    contract: str,
+    *,
+    path: str,
+    by: str,
+    sampling: Mapping[str, Any] | None = None,
+) -> str | None:
+    """The definition of ``name`` the model writes from ``contract`` in place of ``call``'s
+    code, or None: one plain request, no tools and no grammar, at the run's own options and
+    ``sampling`` over them; ``by``: the assist that asks."""
+    message: Message = {"role": "user", "content": rewrite_prompt(path, name, contract)}
+    try:
+        # the run's options (the window, the temperature), not its context: the request is
+        # this one message alone, so the body left out is nowhere in it
+        base, _ = loop.shape([message])
+        limit = repair.sample_limit(ConstrainedCall(call.name, call.arguments), base.options)
+        options = {**(base.options or {}), **(sampling or {}), "num_predict": limit}
+        reply = loop.ask(state, ChatRequest([message], options=options), None, by=by)
+    except RuneError as err:
+        loop.note(state, f"could not ask the model to write {name} afresh: {err}")
+        return None
+    text = str(reply.message.get("content") or "")
+    return next((d for b in code_blocks(text) if (d := _definition(b, name))), None)
+
+
+def afresh_samples(
+    loop: Loop, state: LoopState, call: ToolRequest, trials: Trials, *, by: str
+) -> Iterator[ConstrainedCall]:
+    """The function ``call`` changes, written afresh from its contract in the file as the run
+    found it, up to :data:`AFRESH_TRIES` times (each asked only when the one before was not
+    taken): candidates for a repair that the project's tests judge. Shown only its docstring
+    and its imports, the 1.5B wrote the function a library's planted bug is in so that the
+    library's tests passed in several tasks where its own change and six samples from a fresh
+    start had failed (``bench/README.md``, eleventh session)."""
+    target = _target(call)
+    if target is None:
+        return
+    path, name, _ = target
+    content = trials.content_before_changes(path)
+    contract = contract_for(content.decode("utf-8", "replace"), name) if content else None
+    if contract is None:
+        return
+    for k in range(AFRESH_TRIES):
+        sampling = {"temperature": AFRESH_TEMPERATURE, "seed": repair.FIRST_SEED + k} if k else None
+        code = write_afresh(loop, state, call, name, contract, path=path, by=by, sampling=sampling)
+        if code is not None:
+            yield ConstrainedCall(TOOL, {"path": path, "name": name, "code": code})
 
 
 def written_afresh(state: LoopState, call: ToolRequest) -> bool:

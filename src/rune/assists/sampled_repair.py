@@ -9,12 +9,13 @@ changes from a fresh start (the system context and the request) through the loop
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
+from itertools import chain
 from typing import Any
 
 from rune.assists import repair
-from rune.assists.rewrite import written_afresh
+from rune.assists.rewrite import RewriteFromDocstring, afresh_samples, written_afresh
 from rune.assists.tests import started_with_tests
 from rune.calls import tool_request
 from rune.formats import constrained
@@ -95,7 +96,13 @@ class SampledRepair(Assist):
 
         tool_names = frozenset(spec.name for spec in specs)
         limit = repair.sample_limit(ConstrainedCall(call.name, call.arguments), base.options)
-        samples = repair.sample_changes(ask, base.options, tool_names, limit, first_seed=first_seed)
+        drawn = repair.sample_changes(ask, base.options, tool_names, limit, first_seed=first_seed)
+        # the check is Rune's own test run, or one the model wrote
+        by_rune = check.source == LOOP_SOURCE
+        afresh: list[ConstrainedCall] = []
+        samples: Iterator[ConstrainedCall] = drawn
+        if by_rune:
+            samples = chain(self._afresh(loop, state, call, trials, afresh), drawn)
         tried = {tool_request(call.name, call.arguments).signature}
         tried.update(
             tool_request(e.name, e.arguments).signature
@@ -118,10 +125,14 @@ class SampledRepair(Assist):
             loop.note(state, f"could not ask the model for other changes: {found.error}")
         if found.call is None:
             return call
-        # the check is Rune's own test run, or one the model wrote
-        by_rune = check.source == LOOP_SOURCE
         whose, it = ("the project's tests", "them") if by_rune else ("its own check", "that check")
-        if found.passes:
+        if found.passes and any(found.call is c for c in afresh):
+            loop.note(
+                state,
+                f"the model's change failed {whose}; Rune asked it to write "
+                f"{found.call.arguments['name']} afresh from its docstring, and that passes {it}",
+            )
+        elif found.passes:
             loop.note(
                 state,
                 f"the model's change failed {whose}; of {found.drawn} other changes it "
@@ -143,3 +154,23 @@ class SampledRepair(Assist):
                 "this one changes what the check reports as most of them do",
             )
         return tool_request(found.call.name, found.call.arguments, None, call.source)
+
+    def _afresh(
+        self,
+        loop: Loop,
+        state: LoopState,
+        call: ToolRequest,
+        trials: Trials,
+        made: list[ConstrainedCall],
+    ) -> Iterator[ConstrainedCall]:
+        """The changed function written afresh from its docstring (each kept in ``made``), once
+        per function and run: the project's tests judge it, so a right rewrite is known as one
+        (the model's own checks were as often wrong as its rewrites)."""
+        key = f"{call.arguments.get('path')}::{call.arguments.get('name')}"
+        memory = self.memory(state)
+        if key in memory.get("afresh", []):
+            return
+        memory["afresh"] = [*memory.get("afresh", []), key]
+        for rewrite in afresh_samples(loop, state, call, trials, by=RewriteFromDocstring.name):
+            made.append(rewrite)
+            yield rewrite

@@ -19,6 +19,7 @@ from rune.messages import thaw
 from rune.tools import fs
 from rune.tools.builtin import BUILTIN_TOOLS, BuiltinTool, ToolContext
 from rune.tools.commands import containment
+from rune.tools.files import current_content
 from rune.tools.sandbox import (
     ReadNeedsApproval,
     SandboxPolicy,
@@ -304,8 +305,15 @@ class ToolExecutor:
 
     def content_before_changes(self, path: str) -> bytes | None:
         """What the file ``path`` (relative to the workspace, or absolute) held before this
-        executor first changed it; None when it did not change it, or created it."""
-        return self._originals.get(Path(os.path.realpath(self.workspace / path)))
+        executor first changed it, or holds now when it has not changed it; None when it
+        created it, or it is not a file a change may write (read as a change reads it)."""
+        resolved = Path(os.path.realpath(self.workspace / path))
+        if resolved in self._originals:
+            return self._originals[resolved]
+        try:
+            return current_content(self._ctx, path)[1]
+        except (RuneError, OSError):
+            return None
 
     def try_before_changes(self, check: str, check_args: Mapping[str, Any]) -> Trial | None:
         """The check run on the workspace as it was before this executor changed any file

@@ -273,6 +273,40 @@ def contract_of(source: str, name: str) -> str | None:
     return "".join([*lines[:doc_end], f"{indent}...\n", *lines[end:]])
 
 
+def local_contract_of(source: str, name: str) -> str | None:
+    """The contract of the function ``name`` (:func:`contract_of`) in the part of ``source``
+    it needs: the module's imports, then the function (a method under its class's first
+    line), for a module too long to show whole (a library's runs to thousands of lines). None
+    as for :func:`contract_of`, and for a function nested in another."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    found = _definitions(tree, name)
+    if len(found) != 1 or not isinstance(found[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    node = found[0]
+    owners = {id(n): qualified for qualified, n in _walk_definitions(tree.body)}
+    qualified = owners[id(node)]
+    owner_name = qualified.rpartition(".")[0]
+    lines = source.splitlines(keepends=True)
+    parts = ["".join(lines[n.lineno - 1 : n.end_lineno]) for n in tree.body if _imports(n)]
+    if owner_name:
+        owner = next(n for q, n in _walk_definitions(tree.body) if q == owner_name)
+        if not isinstance(owner, ast.ClassDef) or "." in owner_name:
+            return None  # nested in a function (or a class in one): no contract stands alone
+        parts.append("\n\n" + "".join(lines[owner.lineno - 1 : owner.body[0].lineno - 1]))
+    else:
+        parts.append("\n\n")
+    span = _span(node)
+    parts.append("".join(lines[span.start - 1 : span.end]))
+    return contract_of("".join(parts), qualified)
+
+
+def _imports(node: ast.stmt) -> bool:
+    return isinstance(node, (ast.Import, ast.ImportFrom))
+
+
 def code_of(source: str, name: str) -> str | None:
     """What the function ``name`` in ``source`` does, as a comparable string: its arguments
     and its statements but the docstring, without comments or layout. None when ``source``
