@@ -108,6 +108,24 @@ def test_a_change_is_tried_on_a_copy_and_the_workspace_is_untouched(ws: Path) ->
     assert sorted(p.name for p in ws.iterdir()) == before
 
 
+def test_the_content_a_rewrite_starts_from_is_read_only_where_a_change_may_write(
+    ws: Path,
+) -> None:
+    # The path is the model's: a file it may not write (outside the workspace, or behind a
+    # symlink that leads there) is never read for it.
+    (ws.parent / "secret.py").write_text('def key():\n    """k"""\n    return 42\n')
+    (ws / "link.py").symlink_to(ws.parent / "secret.py")
+    tools = executor(ws)
+    assert tools.content_before_changes("calc.py") == SOURCE.encode()  # as it is now
+    for hostile in ("../secret.py", str(ws.parent / "secret.py"), "link.py", "missing.py"):
+        assert tools.content_before_changes(hostile) is None, hostile
+    tools.apply(
+        tools.prepare("replace_function", {"path": "calc.py", "name": "add", "code": FIXED})
+    )
+    assert "a + b" in (ws / "calc.py").read_text()
+    assert tools.content_before_changes("calc.py") == SOURCE.encode()  # as it was
+
+
 def test_a_change_that_cannot_be_made_is_not_run(ws: Path) -> None:
     # write_file that drops mul(): refused before any check runs
     trial = executor(ws).try_change(

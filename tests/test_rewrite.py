@@ -388,6 +388,50 @@ def test_rewrites_that_fail_the_tests_are_followed_by_the_samples_once_per_run(w
     assert ops.read_text() == WRONG
 
 
+TOTAL = (
+    "\n\ndef total(xs):\n    out = 0\n    for x in xs:\n        out = add(out, x)\n    return out\n"
+)
+TEST_TOTAL = """\
+import unittest
+
+from calc.ops import total
+
+
+class TestTotal(unittest.TestCase):
+    def test_total(self):
+        self.assertEqual(total([2, 3]), 5)
+"""
+
+
+@needs_bwrap
+def test_the_function_the_failing_test_points_at_is_written_afresh_too(ws: Path) -> None:
+    # inflection: a test of titleize fails for a bug in the humanize it calls; the 1.5B
+    # changed titleize, and only humanize written afresh passes.
+    ops = calc_package(ws)
+    ops.write_text(BROKEN + TOTAL)
+    (ws / "tests" / "test_calc.py").write_text(TEST_TOTAL)
+    task = "The test tests/test_calc.py::TestTotal::test_total fails. Fix the library code."
+    wrong_total = "def total(xs):\n    return sum(xs) + 1\n"
+    script = [
+        turn(
+            tool="replace_function",
+            arguments={"path": "calc/ops.py", "name": "total", "code": wrong_total},
+        )
+    ]
+    tools = executor(ws)
+    assists = standard_assists(
+        auto_checks=lambda r: auto_check(r, tools.workspace, tools.policy),
+        without=frozenset({"check", "again", "rewrite"}),
+    )
+    transport = ScriptedTransport([*script, written(FIXED)])
+    loop = LocalToolRuntime(transport, tools, model="m", protocol="constrained", assists=assists)
+    resp = approve_all(loop, loop.run([{"role": "user", "content": task}]))
+    assert resp.success, resp.error
+    assert ops.read_text() == FIXED + TOTAL  # total has no docstring: add is the one asked for
+    assert rewrite_requests(transport) == [1]
+    assert "def add(a, b)" in transport.requests[1].messages[0]["content"]
+
+
 @needs_bwrap
 def test_the_models_own_check_never_judges_a_rewrite_in_a_repair(ws: Path) -> None:
     wrong = turn(

@@ -28,6 +28,7 @@ from rune.tools.testing import (
     is_test_path,
     named_tests,
     plan_tests,
+    shown_functions,
     tally,
 )
 from rune.transport.scripted import ScriptedTransport
@@ -294,6 +295,44 @@ def test_the_functions_a_shown_function_calls_are_shown_beside_it(ws: Path) -> N
     digest = str(caught.value)
     assert "return tail(1, seq)[0]" in digest
     assert "calc/seqs.py (last calls it):" in digest and "return seq[n:]" in digest
+
+
+TEST_SEQS_BY_PACKAGE = """\
+import unittest
+
+import calc
+
+
+class TestLast(unittest.TestCase):
+    def test_last(self):
+        actual = calc.last("ABCDE")
+        self.assertEqual(actual, "E")
+"""
+
+
+@needs_bwrap
+def test_a_function_a_package_takes_from_its_modules_is_shown_from_where_it_is(ws: Path) -> None:
+    """more-itertools: the test calls ``mi.tail`` (``from .recipes import *`` in the package),
+    then fails on ``self.assertEqual(actual, expected)``: no source was shown, and the 1.5B
+    made up a module of its own."""
+    (ws / "calc" / "seqs.py").write_text(SEQS)
+    (ws / "calc" / "__init__.py").write_text("from .seqs import *  # noqa\n")
+    (ws / "tests" / "test_seqs.py").write_text(TEST_SEQS_BY_PACKAGE)
+    with pytest.raises(ToolError) as caught:
+        executor(ws).run("run_tests", {"tests": "tests/test_seqs.py"})
+    digest = str(caught.value)
+    assert "calc/seqs.py:\n" in digest and "return tail(1, seq)[0]" in digest
+    assert shown_functions(digest) == [("calc/seqs.py", "last"), ("calc/seqs.py", "tail")]
+
+
+def test_the_functions_a_digest_shows_are_read_back_without_the_tests() -> None:
+    digest = (
+        "The test:\ntests/test_x.py:\n    7      def test_f(self):\n"
+        "Source of the code it runs:\npkg/a.py:\n   10  @cache\n   11  def f(x):\n"
+        "pkg/a.py (f calls it):\n   20      async def g(y):\npkg/a.py:\n   11  def f(x):\n"
+    )
+    assert shown_functions(digest) == [("pkg/a.py", "f"), ("pkg/a.py", "g")]
+    assert shown_functions("the tests failed (1 failed)") == []
 
 
 @needs_bwrap

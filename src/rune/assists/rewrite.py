@@ -36,6 +36,11 @@ cannot tell the change from the bug. Rune then asks for the function written afr
 file as found, and puts it in place of the check call when it differs from the model's change
 and passes that check (``algo`` 5/16 → 7/16 with the contract from the file as found,
 docs/loop.md).
+
+For a repair the project's tests judge (:mod:`rune.assists.sampled_repair`), the function the
+model changed, written afresh from the file as the run found it, is the first candidate
+(:func:`afresh_samples`). A library's module is too long to show whole: its contract is the
+module's imports and the function alone (:func:`contract_for`).
 """
 
 from __future__ import annotations
@@ -58,10 +63,12 @@ from rune.runtime.blocks import code_blocks
 from rune.runtime.breaker import LOOP_SOURCE
 from rune.runtime.chat import ChatRequest
 from rune.text import for_display
+from rune.tools import testing
 from rune.tools.python_code import code_of, contract_of, local_contract_of
 from rune.tools.spec import Trials, trials_of
 
 __all__ = [
+    "AFRESH_FUNCTIONS",
     "AFRESH_TRIES",
     "MAX_CONTRACT_CHARS",
     "RewriteFromDocstring",
@@ -81,6 +88,9 @@ TOOL = "replace_function"
 #: run's own options, the others sampled at :data:`AFRESH_TEMPERATURE`
 AFRESH_TRIES = 2
 AFRESH_TEMPERATURE = 0.8
+#: the functions written afresh for one repair: the one the model changed, and where the
+#: failing tests point
+AFRESH_FUNCTIONS = 3
 
 
 def contract_for(source: str, name: str) -> str | None:
@@ -276,27 +286,50 @@ def write_afresh(
 
 
 def afresh_samples(
-    loop: Loop, state: LoopState, call: ToolRequest, trials: Trials, *, by: str
+    loop: Loop, state: LoopState, call: ToolRequest, trials: Trials, report: str, *, by: str
 ) -> Iterator[ConstrainedCall]:
-    """The function ``call`` changes, written afresh from its contract in the file as the run
-    found it, up to :data:`AFRESH_TRIES` times (each asked only when the one before was not
-    taken): candidates for a repair that the project's tests judge. Shown only its docstring
-    and its imports, the 1.5B wrote the function a library's planted bug is in so that the
-    library's tests passed in several tasks where its own change and six samples from a fresh
-    start had failed (``bench/README.md``, eleventh session)."""
+    """Candidates for a repair that the project's tests judge: the function ``call`` changes,
+    then the other project functions the failing tests' ``report`` shows (a test of ``titleize``
+    fails for a bug in the ``humanize`` it calls, and the 1.5B changed ``titleize``), up to
+    :data:`AFRESH_FUNCTIONS`, each written afresh from its contract in the file as the run
+    found it, in :data:`AFRESH_TRIES` rounds (the first at the run's own options), each asked
+    only when the one before was not taken. Shown only its docstring and its imports, the 1.5B
+    wrote the function a library's planted bug is in so that the library's tests passed in 7
+    of 23 tasks (``bench/README.md``, eleventh session)."""
     target = _target(call)
     if target is None:
         return
-    path, name, _ = target
-    content = trials.content_before_changes(path)
-    contract = contract_for(content.decode("utf-8", "replace"), name) if content else None
-    if contract is None:
-        return
+    targets: list[tuple[str, str, ToolRequest | None]] = [(target[0], target[1], call)]
+    for path, name in testing.shown_functions(report):
+        if len(targets) == AFRESH_FUNCTIONS:
+            break
+        if any(_same(path, name, p, n) for p, n, _ in targets):
+            continue
+        targets.append((path, name, None))
+    contracts: list[tuple[str, str, str, ToolRequest]] = []
+    for path, name, sized in targets:
+        content = trials.content_before_changes(path)
+        contract = contract_for(content.decode("utf-8", "replace"), name) if content else None
+        if contract is not None:
+            # a sample's output cap is sized by what it replaces: the model's change, or the
+            # contract of a function it did not change
+            like = sized or tool_request(TOOL, {"path": path, "name": name, "code": contract})
+            contracts.append((path, name, contract, like))
     for k in range(AFRESH_TRIES):
         sampling = {"temperature": AFRESH_TEMPERATURE, "seed": repair.FIRST_SEED + k} if k else None
-        code = write_afresh(loop, state, call, name, contract, path=path, by=by, sampling=sampling)
-        if code is not None:
-            yield ConstrainedCall(TOOL, {"path": path, "name": name, "code": code})
+        for path, name, contract, like in contracts:
+            code = write_afresh(
+                loop, state, like, name, contract, path=path, by=by, sampling=sampling
+            )
+            if code is not None:
+                yield ConstrainedCall(TOOL, {"path": path, "name": name, "code": code})
+
+
+def _same(path: str, name: str, other_path: str, other_name: str) -> bool:
+    """Whether two (path, name) pairs name one function (``C.f`` and ``f`` alike)."""
+    return PurePosixPath(path) == PurePosixPath(other_path) and (
+        name.rsplit(".", 1)[-1] == other_name.rsplit(".", 1)[-1]
+    )
 
 
 def written_afresh(state: LoopState, call: ToolRequest) -> bool:

@@ -4,7 +4,10 @@ The rule and the numbers are :mod:`rune.assists.repair`'s. This module puts it a
 ``replace_call`` point: when the turn's one call is a change that the run's last failed check
 shows to be wrong (tried with :class:`rune.tools.spec.Trials`, nothing written), it draws other
 changes from a fresh start (the system context and the request) through the loop's
-:meth:`~rune.runtime.assist.Loop.ask`, so the budget and the events see each of them.
+:meth:`~rune.runtime.assist.Loop.ask`, so the budget and the events see each of them. Where the
+check is the project's tests, the first candidates are the changed function written afresh
+from its docstring (:func:`rune.assists.rewrite.afresh_samples`): the tests tell a right rewrite
+from a wrong one, which the model's own check could not.
 """
 
 from __future__ import annotations
@@ -102,7 +105,8 @@ class SampledRepair(Assist):
         afresh: list[ConstrainedCall] = []
         samples: Iterator[ConstrainedCall] = drawn
         if by_rune:
-            samples = chain(self._afresh(loop, state, call, trials, afresh), drawn)
+            report = check.error or ""
+            samples = chain(self._afresh(loop, state, call, trials, report, afresh), drawn)
         tried = {tool_request(call.name, call.arguments).signature}
         tried.update(
             tool_request(e.name, e.arguments).signature
@@ -161,16 +165,19 @@ class SampledRepair(Assist):
         state: LoopState,
         call: ToolRequest,
         trials: Trials,
+        report: str,
         made: list[ConstrainedCall],
     ) -> Iterator[ConstrainedCall]:
-        """The changed function written afresh from its docstring (each kept in ``made``), once
-        per function and run: the project's tests judge it, so a right rewrite is known as one
-        (the model's own checks were as often wrong as its rewrites)."""
+        """The changed function, and those the failing tests' ``report`` points at, written
+        afresh from their docstrings (each kept in ``made``), once per changed function and
+        run: the project's tests judge them, so a right rewrite is known as one (the model's
+        own checks were as often wrong as its rewrites)."""
         key = f"{call.arguments.get('path')}::{call.arguments.get('name')}"
         memory = self.memory(state)
         if key in memory.get("afresh", []):
             return
         memory["afresh"] = [*memory.get("afresh", []), key]
-        for rewrite in afresh_samples(loop, state, call, trials, by=RewriteFromDocstring.name):
+        written = afresh_samples(loop, state, call, trials, report, by=RewriteFromDocstring.name)
+        for rewrite in written:
             made.append(rewrite)
             yield rewrite

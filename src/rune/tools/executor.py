@@ -306,10 +306,13 @@ class ToolExecutor:
     def content_before_changes(self, path: str) -> bytes | None:
         """What the file ``path`` (relative to the workspace, or absolute) held before this
         executor first changed it, or holds now when it has not changed it; None when it
-        created it, or it is not a file a change may write (read as a change reads it)."""
+        created it, or it is not a file of the workspace a change may write (read as a change
+        reads it: nothing is read for the model that it could not read without asking)."""
         resolved = Path(os.path.realpath(self.workspace / path))
         if resolved in self._originals:
             return self._originals[resolved]
+        if not resolved.is_relative_to(os.path.realpath(self.workspace)):
+            return None
         try:
             return current_content(self._ctx, path)[1]
         except (RuneError, OSError):

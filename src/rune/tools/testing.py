@@ -491,6 +491,26 @@ def _describe(failure: _Failure, workspace: Path, seen: set[str]) -> str:
     return "\n".join(lines)
 
 
+#: a source a digest shows (``_describe``): its file's line, then numbered lines, decorators
+#: first, down to the ``def`` with the function's name
+_SHOWN_SOURCE = re.compile(
+    r"^(?P<path>\S[^\n]*?)(?: \(\w+ calls it\))?:\n(?: +\d+  +@[^\n]*\n)*"
+    r" +\d+  +(?:async +)?def +(?P<name>\w+)\(",
+    re.MULTILINE,
+)
+
+
+def shown_functions(digest: str) -> list[tuple[str, str]]:
+    """The project functions (path, name) whose source a test digest shows, in its order, the
+    tests' own left out: where the failure points, for a repair to write afresh."""
+    found: list[tuple[str, str]] = []
+    for match in _SHOWN_SOURCE.finditer(digest):
+        shown = (match.group("path"), match.group("name"))
+        if not is_test_path(shown[0]) and shown not in found:
+            found.append(shown)
+    return found
+
+
 def _parse(path: Path) -> tuple[ast.Module, list[str]] | None:
     try:
         text = path.read_text(encoding="utf-8")
@@ -530,19 +550,46 @@ def _enclosing_source(path: Path, line: int) -> str | None:
 
 def _called_sources(workspace: Path, test_file: str, line: int) -> list[str]:
     """The project functions the test's failing line calls, found through the test file's
-    imports (at most two)."""
+    imports (at most two); when it calls none (``self.assertEqual(actual, expected)``), those
+    the test calls before it."""
     parsed = _parse(workspace / test_file)
     if parsed is None:
         return []
     tree, _ = parsed
     imported = _imports(tree)
+    test = _enclosing_test(tree, line)
+    shown = _sources_of(workspace, imported, _calls(tree, line, line))
+    if not shown and test is not None:
+        shown = _sources_of(workspace, imported, _calls(test, test.lineno, line))
+    return shown
+
+
+def _enclosing_test(tree: ast.Module, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    inside = [n for n in _definitions(tree) if n.lineno <= line <= (n.end_lineno or n.lineno)]
+    return max(inside, key=lambda n: n.lineno, default=None)
+
+
+def _calls(tree: ast.AST, first: int, last: int) -> list[str]:
+    """The names called (``f``, ``m.f``) by calls that reach into the lines ``first`` to
+    ``last``, in their order."""
+    spans = [
+        (node.lineno, name)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and node.lineno <= last
+        and (node.end_lineno or node.lineno) >= first
+        and (name := _dotted(node.func)) is not None
+    ]
     called: list[str] = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call) or not node.lineno <= line <= (node.end_lineno or 0):
-            continue
-        name = _dotted(node.func)
-        if name and name not in called:
+    for _, name in sorted(spans, key=lambda span: span[0]):
+        if name not in called:
             called.append(name)
+    return called
+
+
+def _sources_of(
+    workspace: Path, imported: Mapping[str, tuple[str, str | None]], called: Sequence[str]
+) -> list[str]:
     shown: list[str] = []
     for name in called:
         where = _resolve(imported, name)
@@ -613,8 +660,11 @@ def _source_in_module(workspace: Path, module: str, name: str) -> str | None:
 
 
 def _definition_in_module(
-    workspace: Path, module: str, name: str
+    workspace: Path, module: str, name: str, *, follow: bool = True
 ) -> tuple[Path, ast.Module, list[str], ast.stmt] | None:
+    """Where ``module`` defines its top-level ``name``; ``follow``: or the module it takes the
+    name from with a relative import (``from .recipes import *`` in a package's
+    ``__init__.py``: how more-itertools and toolz export their functions), one level."""
     relative = module.replace(".", "/")
     for base in (workspace, workspace / "src", workspace / "lib"):
         for candidate in (base / f"{relative}.py", base / relative / "__init__.py"):
@@ -629,8 +679,30 @@ def _definition_in_module(
                     node.name == name
                 ):
                     return candidate, tree, lines, node
+            if not follow:
+                return None
+            package = module if candidate.name == "__init__.py" else module.rpartition(".")[0]
+            for source, original in _taken_from(tree, name):
+                found = _definition_in_module(
+                    workspace, f"{package}.{source}" if package else source, original, follow=False
+                )
+                if found is not None:
+                    return found
             return None
     return None
+
+
+def _taken_from(tree: ast.Module, name: str) -> list[tuple[str, str]]:
+    """The sibling modules a module's relative imports may take ``name`` from, with the name
+    it has there: ``from .m import *`` and ``from .m import f as name``."""
+    found: list[tuple[str, str]] = []
+    for node in tree.body:
+        if not isinstance(node, ast.ImportFrom) or node.level != 1 or not node.module:
+            continue
+        for alias in node.names:
+            if alias.name == "*" or (alias.asname or alias.name) == name:
+                found.append((node.module, name if alias.name == "*" else alias.name))
+    return found
 
 
 RUN_TESTS = BuiltinTool(
