@@ -12,8 +12,9 @@ import pytest
 from tests.test_test_driven import TEST_CALC, approve_all, change, executor, needs_bwrap, turn
 
 from rune.assists import standard_assists
+from rune.assists.afresh import AFRESH_TRIES
 from rune.assists.repair import SAMPLES
-from rune.assists.rewrite import AFRESH_TRIES, MAX_CONTRACT_CHARS, contract_for
+from rune.assists.rewrite import MAX_CONTRACT_CHARS, contract_for
 from rune.errors import OtherDefinition, ServerError
 from rune.runtime.local_tool_runtime import LocalToolRuntime
 from rune.tools.python_code import code_of, contract_of, local_contract_of, replace_definition

@@ -4,8 +4,9 @@ Each assist is one module: :mod:`~rune.assists.tests` (tests drive the loop),
 :mod:`~rune.assists.keep` (a change that breaks passing tests is not made),
 :mod:`~rune.assists.check` (check before answer), :mod:`~rune.assists.nudge` (nudge after
 failure), :mod:`~rune.assists.unchanged` (nudge when nothing changed),
-:mod:`~rune.assists.sampled_repair` (sampled repair), :mod:`~rune.assists.rewrite` (write a
-function afresh from its docstring when the model re-sends it as it is),
+:mod:`~rune.assists.sampled_repair` (sampled repair; its first candidates where the tests judge:
+:mod:`~rune.assists.afresh`), :mod:`~rune.assists.rewrite` (write a function afresh from its
+docstring when the model re-sends it as it is),
 :mod:`~rune.assists.again` (ask again when a change changes nothing),
 :mod:`~rune.assists.reask` (ask again when a reply is cut off). :func:`standard_assists` is
 the list the loop runs unless its caller picks another (the composition root does,

@@ -39,14 +39,14 @@ docs/loop.md).
 
 For a repair the project's tests judge (:mod:`rune.assists.sampled_repair`), the function the
 model changed, written afresh from the file as the run found it, is the first candidate
-(:func:`afresh_samples`). A library's module is too long to show whole: its contract is the
-module's imports and the function alone (:func:`contract_for`).
+(:mod:`rune.assists.afresh`). A library's module is too long to show whole: its contract is
+the module's imports and the function alone (:func:`contract_for`).
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -63,17 +63,14 @@ from rune.runtime.blocks import code_blocks
 from rune.runtime.breaker import LOOP_SOURCE
 from rune.runtime.chat import ChatRequest
 from rune.text import for_display
-from rune.tools import testing
 from rune.tools.python_code import code_of, contract_of, local_contract_of
 from rune.tools.spec import Trials, trials_of
 
 __all__ = [
-    "AFRESH_FUNCTIONS",
-    "AFRESH_TRIES",
     "MAX_CONTRACT_CHARS",
     "RewriteFromDocstring",
-    "afresh_samples",
     "contract_for",
+    "function_target",
     "rewrite_prompt",
     "write_afresh",
     "written_afresh",
@@ -84,13 +81,6 @@ __all__ = [
 MAX_CONTRACT_CHARS = 6000
 #: the tool whose calls are rewritten: it names the function
 TOOL = "replace_function"
-#: tries at writing a function afresh for a repair the project's tests judge: the first at the
-#: run's own options, the others sampled at :data:`AFRESH_TEMPERATURE`
-AFRESH_TRIES = 2
-AFRESH_TEMPERATURE = 0.8
-#: the functions written afresh for one repair: the one the model changed, and where the
-#: failing tests point
-AFRESH_FUNCTIONS = 3
 
 
 def contract_for(source: str, name: str) -> str | None:
@@ -126,7 +116,7 @@ class RewriteFromDocstring(Assist):
         self._trials = trials
 
     def refusal(self, loop: Loop, state: LoopState, request: ToolRequest) -> str | None:
-        target = _target(request)
+        target = function_target(request)
         old = self.recalled(state).get("old", {}).get(target[2]) if target else None
         if target is None or old is None:
             return None
@@ -156,7 +146,7 @@ class RewriteFromDocstring(Assist):
     def replace_call(self, loop: Loop, state: LoopState, call: ToolRequest) -> ToolRequest:
         if call.name in loop.kinds.checks:
             return self._instead_of_check(loop, state, call)
-        target = _target(call)
+        target = function_target(call)
         if target is None or state.opening is None:
             return call
         path, name, key = target
@@ -217,7 +207,7 @@ class RewriteFromDocstring(Assist):
         if state.opening is None or any(e.source == LOOP_SOURCE for e in state.events):
             return check  # the project's tests judge the model's change, not its own check
         change = _only_change(loop, state)
-        target = _target(change) if change is not None else None
+        target = function_target(change) if change is not None else None
         if change is None or target is None:
             return check
         path, name, key = target
@@ -285,56 +275,9 @@ def write_afresh(
     return next((d for b in code_blocks(text) if (d := _definition(b, name))), None)
 
 
-def afresh_samples(
-    loop: Loop, state: LoopState, call: ToolRequest, trials: Trials, report: str, *, by: str
-) -> Iterator[ConstrainedCall]:
-    """Candidates for a repair that the project's tests judge: the function ``call`` changes,
-    then the other project functions the failing tests' ``report`` shows (a test of ``titleize``
-    fails for a bug in the ``humanize`` it calls, and the 1.5B changed ``titleize``), up to
-    :data:`AFRESH_FUNCTIONS`, each written afresh from its contract in the file as the run
-    found it, in :data:`AFRESH_TRIES` rounds (the first at the run's own options), each asked
-    only when the one before was not taken. Shown only its docstring and its imports, the 1.5B
-    wrote the function a library's planted bug is in so that the library's tests passed in 7
-    of 23 tasks (``bench/README.md``, eleventh session)."""
-    target = _target(call)
-    if target is None:
-        return
-    targets: list[tuple[str, str, ToolRequest | None]] = [(target[0], target[1], call)]
-    for path, name in testing.shown_functions(report):
-        if len(targets) == AFRESH_FUNCTIONS:
-            break
-        if any(_same(path, name, p, n) for p, n, _ in targets):
-            continue
-        targets.append((path, name, None))
-    contracts: list[tuple[str, str, str, ToolRequest]] = []
-    for path, name, sized in targets:
-        content = trials.content_before_changes(path)
-        contract = contract_for(content.decode("utf-8", "replace"), name) if content else None
-        if contract is not None:
-            # a sample's output cap is sized by what it replaces: the model's change, or the
-            # contract of a function it did not change
-            like = sized or tool_request(TOOL, {"path": path, "name": name, "code": contract})
-            contracts.append((path, name, contract, like))
-    for k in range(AFRESH_TRIES):
-        sampling = {"temperature": AFRESH_TEMPERATURE, "seed": repair.FIRST_SEED + k} if k else None
-        for path, name, contract, like in contracts:
-            code = write_afresh(
-                loop, state, like, name, contract, path=path, by=by, sampling=sampling
-            )
-            if code is not None:
-                yield ConstrainedCall(TOOL, {"path": path, "name": name, "code": code})
-
-
-def _same(path: str, name: str, other_path: str, other_name: str) -> bool:
-    """Whether two (path, name) pairs name one function (``C.f`` and ``f`` alike)."""
-    return PurePosixPath(path) == PurePosixPath(other_path) and (
-        name.rsplit(".", 1)[-1] == other_name.rsplit(".", 1)[-1]
-    )
-
-
 def written_afresh(state: LoopState, call: ToolRequest) -> bool:
     """Whether ``call`` changes a function this run had Rune write afresh from its docstring."""
-    target = _target(call)
+    target = function_target(call)
     return target is not None and target[2] in _afresh(
         state.assists.get(RewriteFromDocstring.name, {})
     )
@@ -348,7 +291,7 @@ def _afresh(memory: Mapping[str, Any]) -> list[str]:
 def _only_change(loop: Loop, state: LoopState) -> ToolRequest | None:
     """The run's last change, when every change it made was to that one function; else None."""
     made = [e for e in state.events if e.status == "done" and loop.executor.is_mutating(e.name)]
-    targets = {_target(tool_request(e.name, e.arguments)) for e in made}
+    targets = {function_target(tool_request(e.name, e.arguments)) for e in made}
     if not made or len(targets) != 1 or None in targets:
         return None
     return tool_request(made[-1].name, made[-1].arguments)
@@ -386,7 +329,7 @@ def _changed(loop: Loop, state: LoopState, path: str) -> bool:
     )
 
 
-def _target(call: ToolRequest) -> tuple[str, str, str] | None:
+def function_target(call: ToolRequest) -> tuple[str, str, str] | None:
     """``(path, name, key)`` of a replace_function call, else None."""
     path, name = call.arguments.get("path"), call.arguments.get("name")
     if call.name != TOOL or not isinstance(path, str) or not isinstance(name, str):

@@ -6,7 +6,7 @@ shows to be wrong (tried with :class:`rune.tools.spec.Trials`, nothing written),
 changes from a fresh start (the system context and the request) through the loop's
 :meth:`~rune.runtime.assist.Loop.ask`, so the budget and the events see each of them. Where the
 check is the project's tests, the first candidates are the changed function written afresh
-from its docstring (:func:`rune.assists.rewrite.afresh_samples`): the tests tell a right rewrite
+from its docstring (:func:`rune.assists.afresh.afresh_samples`): the tests tell a right rewrite
 from a wrong one, which the model's own check could not.
 """
 
@@ -18,7 +18,8 @@ from itertools import chain
 from typing import Any
 
 from rune.assists import repair
-from rune.assists.rewrite import RewriteFromDocstring, afresh_samples, written_afresh
+from rune.assists.afresh import afresh_samples
+from rune.assists.rewrite import RewriteFromDocstring, written_afresh
 from rune.assists.tests import started_with_tests
 from rune.calls import tool_request
 from rune.formats import constrained

@@ -1,0 +1,79 @@
+"""Functions written afresh from their docstrings as a repair's first candidates.
+
+Where the project's tests judge a repair (:mod:`rune.assists.sampled_repair`), a wrong change
+can be told from a right one, so the functions in question are written afresh from their
+contracts (:mod:`rune.assists.rewrite`) and tried before samples from a fresh start: the one
+the model changed, then those the failing tests point at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import PurePosixPath
+
+from rune.assists import repair
+from rune.assists.rewrite import TOOL, contract_for, function_target, write_afresh
+from rune.calls import tool_request
+from rune.formats.constrained import ConstrainedCall
+from rune.messages import ToolRequest
+from rune.pause.state import LoopState
+from rune.runtime.assist import Loop
+from rune.tools import testing
+from rune.tools.spec import Trials
+
+__all__ = ["AFRESH_FUNCTIONS", "AFRESH_TEMPERATURE", "AFRESH_TRIES", "afresh_samples"]
+
+#: tries at writing a function afresh for a repair the project's tests judge: the first at the
+#: run's own options, the others sampled at :data:`AFRESH_TEMPERATURE`
+AFRESH_TRIES = 2
+AFRESH_TEMPERATURE = 0.8
+#: the functions written afresh for one repair: the one the model changed, and where the
+#: failing tests point
+AFRESH_FUNCTIONS = 3
+
+
+def afresh_samples(
+    loop: Loop, state: LoopState, call: ToolRequest, trials: Trials, report: str, *, by: str
+) -> Iterator[ConstrainedCall]:
+    """Candidates for a repair that the project's tests judge: the function ``call`` changes,
+    then the other project functions the failing tests' ``report`` shows (a test of ``titleize``
+    fails for a bug in the ``humanize`` it calls, and the 1.5B changed ``titleize``), up to
+    :data:`AFRESH_FUNCTIONS`, each written afresh from its contract in the file as the run
+    found it, in :data:`AFRESH_TRIES` rounds (the first at the run's own options), each asked
+    only when the one before was not taken. Shown only its docstring and its imports, the 1.5B
+    wrote the function a library's planted bug is in so that the library's tests passed in 7
+    of 23 tasks (``bench/README.md``, eleventh session)."""
+    target = function_target(call)
+    if target is None:
+        return
+    targets: list[tuple[str, str, ToolRequest | None]] = [(target[0], target[1], call)]
+    for path, name in testing.shown_functions(report):
+        if len(targets) == AFRESH_FUNCTIONS:
+            break
+        if any(_same(path, name, p, n) for p, n, _ in targets):
+            continue
+        targets.append((path, name, None))
+    contracts: list[tuple[str, str, str, ToolRequest]] = []
+    for path, name, sized in targets:
+        content = trials.content_before_changes(path)
+        contract = contract_for(content.decode("utf-8", "replace"), name) if content else None
+        if contract is not None:
+            # a sample's output cap is sized by what it replaces: the model's change, or the
+            # contract of a function it did not change
+            like = sized or tool_request(TOOL, {"path": path, "name": name, "code": contract})
+            contracts.append((path, name, contract, like))
+    for k in range(AFRESH_TRIES):
+        sampling = {"temperature": AFRESH_TEMPERATURE, "seed": repair.FIRST_SEED + k} if k else None
+        for path, name, contract, like in contracts:
+            code = write_afresh(
+                loop, state, like, name, contract, path=path, by=by, sampling=sampling
+            )
+            if code is not None:
+                yield ConstrainedCall(TOOL, {"path": path, "name": name, "code": code})
+
+
+def _same(path: str, name: str, other_path: str, other_name: str) -> bool:
+    """Whether two (path, name) pairs name one function (``C.f`` and ``f`` alike)."""
+    return PurePosixPath(path) == PurePosixPath(other_path) and (
+        name.rsplit(".", 1)[-1] == other_name.rsplit(".", 1)[-1]
+    )
