@@ -286,13 +286,13 @@ def local_contract_of(source: str, name: str) -> str | None:
     if len(found) != 1 or not isinstance(found[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
     node = found[0]
-    owners = {id(n): qualified for qualified, n in _walk_definitions(tree.body)}
-    qualified = owners[id(node)]
+    named = _walk_definitions(tree.body)
+    qualified = next(q for q, n in named if n is node)
     owner_name = qualified.rpartition(".")[0]
     lines = source.splitlines(keepends=True)
     parts = ["".join(lines[n.lineno - 1 : n.end_lineno]) for n in tree.body if _imports(n)]
     if owner_name:
-        owner = next(n for q, n in _walk_definitions(tree.body) if q == owner_name)
+        owner = next(n for q, n in named if q == owner_name)
         if not isinstance(owner, ast.ClassDef) or "." in owner_name:
             return None  # nested in a function (or a class in one): no contract stands alone
         parts.append("\n\n" + "".join(lines[owner.lineno - 1 : owner.body[0].lineno - 1]))

@@ -537,11 +537,7 @@ def _enclosing_source(path: Path, line: int) -> str | None:
     if parsed is None:
         return None
     tree, lines = parsed
-    best: ast.FunctionDef | ast.AsyncFunctionDef | None = None
-    for node in _definitions(tree):
-        end = node.end_lineno or node.lineno
-        if node.lineno <= line <= end and (best is None or node.lineno > best.lineno):
-            best = node
+    best = _enclosing_function(tree, line)
     if best is None:
         return None
     start = min([best.lineno, *(d.lineno for d in best.decorator_list)])
@@ -557,14 +553,17 @@ def _called_sources(workspace: Path, test_file: str, line: int) -> list[str]:
         return []
     tree, _ = parsed
     imported = _imports(tree)
-    test = _enclosing_test(tree, line)
+    test = _enclosing_function(tree, line)
     shown = _sources_of(workspace, imported, _calls(tree, line, line))
     if not shown and test is not None:
         shown = _sources_of(workspace, imported, _calls(test, test.lineno, line))
     return shown
 
 
-def _enclosing_test(tree: ast.Module, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+def _enclosing_function(
+    tree: ast.Module, line: int
+) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The innermost function whose lines hold ``line``."""
     inside = [n for n in _definitions(tree) if n.lineno <= line <= (n.end_lineno or n.lineno)]
     return max(inside, key=lambda n: n.lineno, default=None)
 
