@@ -20,7 +20,8 @@ above the boundary never sees them::
     ├── ToolError                   a tool failed; its message goes back to the model
     │   ├── ToolInputError          unknown tool, missing or wrongly typed arguments
     │   │   ├── NothingToChange     a change whose file already holds exactly that content
-    │   │   └── OtherDefinition     code sent to replace a definition that does not define it
+    │   │   ├── OtherDefinition     code sent to replace a definition that does not define it
+    │   │   └── InvalidCode         code sent for a Python file that does not parse on its own
     │   ├── MissingBody             a definition sent with its signature and docstring alone
     │   ├── SandboxDenied           the sandbox refused a path: outside the roots, blocked,
     │   │                           a credential store, protected, or odd syntax (message = denial)
@@ -130,6 +131,18 @@ class OtherDefinition(ToolInputError):
     def __init__(self, message: str, content: bytes | None = None) -> None:
         super().__init__(message)
         self.content = content
+
+
+class InvalidCode(ToolInputError):
+    """Code sent as definitions of a Python file that does not parse on its own (a small model
+    writing code inside a JSON string: a line break inside quotes, a whole function on one
+    line). ``code``: what was sent; ``problem``: the parser's complaint
+    (:mod:`rune.assists.valid` asks the model for it as plain Python)."""
+
+    def __init__(self, message: str, code: str, problem: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.problem = problem
 
 
 class MissingBody(ToolError):

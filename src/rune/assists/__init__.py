@@ -4,6 +4,7 @@ Each assist is one module: :mod:`~rune.assists.tests` (tests drive the loop),
 :mod:`~rune.assists.keep` (a change that breaks passing tests is not made),
 :mod:`~rune.assists.check` (check before answer), :mod:`~rune.assists.nudge` (nudge after
 failure), :mod:`~rune.assists.unchanged` (nudge when nothing changed),
+:mod:`~rune.assists.valid` (ask for plain Python when a change's code does not parse),
 :mod:`~rune.assists.sampled_repair` (sampled repair; its first candidates where the tests judge:
 :mod:`~rune.assists.afresh`), :mod:`~rune.assists.rewrite` (write a function afresh from its
 docstring when the model re-sends it as it is),
@@ -24,6 +25,7 @@ from rune.assists.rewrite import RewriteFromDocstring
 from rune.assists.sampled_repair import SampledRepair
 from rune.assists.tests import TestDriven
 from rune.assists.unchanged import NudgeWhenUnchanged
+from rune.assists.valid import PlainWhenInvalid
 from rune.runtime.assist import Assist
 from rune.tools.spec import AutoChecks, Trials
 
@@ -33,6 +35,7 @@ __all__ = [
     "KeepWhatPasses",
     "NudgeAfterFailure",
     "NudgeWhenUnchanged",
+    "PlainWhenInvalid",
     "ReaskWhenCut",
     "ReaskWhenNoChange",
     "RewriteFromDocstring",
@@ -48,6 +51,7 @@ ASSIST_NAMES = (
     "check",
     "nudge",
     "unchanged",
+    "valid",
     "repair",
     "rewrite",
     "again",
@@ -77,6 +81,7 @@ def standard_assists(
         CheckBeforeAnswer(tests, trials),
         NudgeAfterFailure(),
         NudgeWhenUnchanged() if unchanged else None,
+        PlainWhenInvalid(),
         SampledRepair(trials),
         RewriteFromDocstring(trials),
         ReaskWhenNoChange(trials),

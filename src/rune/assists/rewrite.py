@@ -69,6 +69,7 @@ from rune.tools.spec import Trials, trials_of
 __all__ = [
     "MAX_CONTRACT_CHARS",
     "RewriteFromDocstring",
+    "ask_for_definition",
     "contract_for",
     "function_target",
     "rewrite_prompt",
@@ -260,16 +261,36 @@ def write_afresh(
     """The definition of ``name`` the model writes from ``contract`` in place of ``call``'s
     code, or None: one plain request, no tools and no grammar, at the run's own options and
     ``sampling`` over them; ``by``: the assist that asks."""
-    message: Message = {"role": "user", "content": rewrite_prompt(path, name, contract)}
+    prompt = rewrite_prompt(path, name, contract)
+    asking = f"to write {name} afresh"
+    return ask_for_definition(loop, state, call, name, prompt, asking, by=by, sampling=sampling)
+
+
+def ask_for_definition(
+    loop: Loop,
+    state: LoopState,
+    call: ToolRequest,
+    name: str,
+    prompt: str,
+    asking: str,
+    *,
+    by: str,
+    sampling: Mapping[str, Any] | None = None,
+) -> str | None:
+    """The definition of ``name`` in the fenced blocks the model replies to ``prompt`` with,
+    or None: ``prompt`` is the request's one message (no tools, no grammar), asked at the run's
+    own options and ``sampling`` over them, its reply capped as ``call``'s change; ``asking``
+    says what for, in the note when the model cannot be asked."""
+    message: Message = {"role": "user", "content": prompt}
     try:
         # the run's options (the window, the temperature), not its context: the request is
-        # this one message alone, so the body left out is nowhere in it
+        # this one message alone (a rewrite must not see the body it leaves out)
         base, _ = loop.shape([message])
         limit = repair.sample_limit(ConstrainedCall(call.name, call.arguments), base.options)
         options = {**(base.options or {}), **(sampling or {}), "num_predict": limit}
         reply = loop.ask(state, ChatRequest([message], options=options), None, by=by)
     except RuneError as err:
-        loop.note(state, f"could not ask the model to write {name} afresh: {err}")
+        loop.note(state, f"could not ask the model {asking}: {err}")
         return None
     text = str(reply.message.get("content") or "")
     return next((d for b in code_blocks(text) if (d := _definition(b, name))), None)

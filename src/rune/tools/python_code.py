@@ -15,7 +15,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from rune.errors import MissingBody, OtherDefinition, ToolError, ToolInputError
+from rune.errors import InvalidCode, MissingBody, OtherDefinition, ToolError, ToolInputError
 from rune.tools.display import for_display
 
 PYTHON_SUFFIXES = frozenset({".py", ".pyi"})
@@ -162,9 +162,11 @@ def write_definitions(path: Path, source: str | None, code: str) -> str:
     block = textwrap.dedent(code.replace("\r\n", "\n")).strip("\n") + "\n"
     problem = syntax_problem(block)
     if problem is not None:
-        raise ToolError(
+        raise InvalidCode(
             f"code is not valid Python on its own ({problem}); send whole definitions, each "
-            "from its `def` (or `class`) line to its last line."
+            "from its `def` (or `class`) line to its last line.",
+            code,
+            problem,
         )
     if source is None:
         return block
@@ -339,9 +341,11 @@ def _normalised(code: str, short_name: str, source: str) -> str:
     block = textwrap.dedent(code.replace("\r\n", "\n")).strip("\n") + "\n"
     problem = syntax_problem(block)
     if problem is not None:
-        raise ToolError(
+        raise InvalidCode(
             f"code is not valid Python on its own ({problem}); send the whole definition, "
-            f"starting with `def {short_name}(` or `class {short_name}`."
+            f"starting with `def {short_name}(` or `class {short_name}`.",
+            code,
+            problem,
         )
     defined = {n.name for n in ast.parse(block).body if isinstance(n, _DEFINITIONS)}
     if short_name not in defined:
