@@ -17,7 +17,13 @@ from rune.assists.repair import SAMPLES
 from rune.assists.rewrite import MAX_CONTRACT_CHARS, contract_for
 from rune.errors import OtherDefinition, ServerError
 from rune.runtime.local_tool_runtime import LocalToolRuntime
-from rune.tools.python_code import code_of, contract_of, local_contract_of, replace_definition
+from rune.tools.python_code import (
+    code_of,
+    contract_of,
+    is_stub,
+    local_contract_of,
+    replace_definition,
+)
 from rune.tools.testing import auto_check
 from rune.transport.scripted import ScriptedTransport
 
@@ -387,6 +393,31 @@ def test_rewrites_that_fail_the_tests_are_followed_by_the_samples_once_per_run(w
     assert transport.requests[2].options["temperature"] > 0  # the second try is sampled
     assert len(transport.requests) == len(script)
     assert ops.read_text() == WRONG
+
+
+@needs_bwrap
+def test_a_stub_is_not_written_afresh_in_a_repair_its_docstring_is_the_task(ws: Path) -> None:
+    # The spec suite: the model's first version of a stub fails the tests; the stub written
+    # afresh from its docstring is the task asked again with less in front of the model.
+    ops = calc_package(ws)
+    ops.write_text("def add(a, b):\n" + DOC + "    raise NotImplementedError\n")
+    resp, transport = run_repair(ws, [change(WRONG), change(FIXED)])
+    assert resp.success, resp.error
+    assert ops.read_text() == FIXED  # the first sample from a fresh start
+    assert rewrite_requests(transport) == []
+    assert transport.requests[1].response_schema is not None
+    assert any("other changes it wrote from a fresh start" in w for w in resp.warnings)
+
+
+def test_a_stub_is_a_function_with_nothing_but_a_placeholder() -> None:
+    for body in ("    pass\n", "    ...\n", "    raise NotImplementedError\n"):
+        assert is_stub("def add(a, b):\n" + DOC + body, "add")
+        assert is_stub("class C:\n    def add(self):\n    " + body, "C.add")
+    assert is_stub("def add(a, b):\n    raise NotImplementedError('later')\n", "add")
+    assert not is_stub(BROKEN, "add")
+    assert not is_stub("def add(a, b):\n    raise ValueError\n", "add")
+    assert not is_stub("def add(a, b):\n    pass\n    return a\n", "add")
+    assert not is_stub(BROKEN, "mul") and not is_stub("def add(:\n", "add")
 
 
 TOTAL = (

@@ -19,6 +19,7 @@ from rune.messages import ToolRequest
 from rune.pause.state import LoopState
 from rune.runtime.assist import Loop
 from rune.tools import testing
+from rune.tools.python_code import is_stub
 from rune.tools.spec import Trials
 
 __all__ = ["AFRESH_FUNCTIONS", "AFRESH_TEMPERATURE", "AFRESH_TRIES", "afresh_samples"]
@@ -33,7 +34,14 @@ AFRESH_FUNCTIONS = 3
 
 
 def afresh_samples(
-    loop: Loop, state: LoopState, call: ToolRequest, trials: Trials, report: str, *, by: str
+    loop: Loop,
+    state: LoopState,
+    call: ToolRequest,
+    trials: Trials,
+    report: str,
+    asked: list[str],
+    *,
+    by: str,
 ) -> Iterator[ConstrainedCall]:
     """Candidates for a repair that the project's tests judge: the function ``call`` changes,
     then the other project functions the failing tests' ``report`` shows (a test of ``titleize``
@@ -42,7 +50,14 @@ def afresh_samples(
     found it, in :data:`AFRESH_TRIES` rounds (the first at the run's own options), each asked
     only when the one before was not taken. Shown only its docstring and its imports, the 1.5B
     wrote the function a library's planted bug is in so that the library's tests passed in 7
-    of 23 tasks (``bench/README.md``, eleventh session)."""
+    of 23 tasks (``bench/README.md``, eleventh session).
+
+    ``asked`` holds what the run asked already (``path::name::round``; each new request is
+    added): the same request draws the same function, and a later repair of another change
+    often points at the same functions (10-30 s a request on 2 cores). A stub is not written
+    afresh: its docstring is the task itself, which the model's own change answered with the
+    files and the failing tests in front of it (on the spec suite such rewrites never passed,
+    and took a run from 229 s to 403 s)."""
     target = function_target(call)
     if target is None:
         return
@@ -56,7 +71,8 @@ def afresh_samples(
     contracts: list[tuple[str, str, str, ToolRequest]] = []
     for path, name, sized in targets:
         content = trials.content_before_changes(path)
-        contract = contract_for(content.decode("utf-8", "replace"), name) if content else None
+        source = content.decode("utf-8", "replace") if content else ""
+        contract = contract_for(source, name) if source and not is_stub(source, name) else None
         if contract is not None:
             # a sample's output cap is sized by what it replaces: the model's change, or the
             # contract of a function it did not change
@@ -65,6 +81,10 @@ def afresh_samples(
     for k in range(AFRESH_TRIES):
         sampling = {"temperature": AFRESH_TEMPERATURE, "seed": repair.FIRST_SEED + k} if k else None
         for path, name, contract, like in contracts:
+            key = f"{PurePosixPath(path)}::{name.rsplit('.', 1)[-1]}::{k}"
+            if key in asked:
+                continue
+            asked.append(key)
             code = write_afresh(
                 loop, state, like, name, contract, path=path, by=by, sampling=sampling
             )

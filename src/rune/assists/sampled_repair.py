@@ -170,15 +170,15 @@ class SampledRepair(Assist):
         made: list[ConstrainedCall],
     ) -> Iterator[ConstrainedCall]:
         """The changed function, and those the failing tests' ``report`` points at, written
-        afresh from their docstrings (each kept in ``made``), once per changed function and
-        run: the project's tests judge them, so a right rewrite is known as one (the model's
-        own checks were as often wrong as its rewrites)."""
-        key = f"{call.arguments.get('path')}::{call.arguments.get('name')}"
-        memory = self.memory(state)
-        if key in memory.get("afresh", []):
-            return
-        memory["afresh"] = [*memory.get("afresh", []), key]
-        written = afresh_samples(loop, state, call, trials, report, by=RewriteFromDocstring.name)
+        afresh from their docstrings (each kept in ``made``), each request once a run: the
+        project's tests judge them, so a right rewrite is known as one (the model's own checks
+        were as often wrong as its rewrites)."""
+        # the list in the run's state itself: a request is remembered as it is made, though
+        # the repair stops drawing at the first candidate that passes
+        asked = self.memory(state).setdefault("afresh", [])
+        written = afresh_samples(
+            loop, state, call, trials, report, asked, by=RewriteFromDocstring.name
+        )
         for rewrite in written:
             made.append(rewrite)
             yield rewrite

@@ -320,6 +320,25 @@ def code_of(source: str, name: str) -> str | None:
     return ast.dump(node.args) + "".join(ast.dump(stmt) for stmt in body)
 
 
+def is_stub(source: str, name: str) -> bool:
+    """Whether the function ``name`` of ``source`` does nothing yet: beyond its docstring, only
+    ``pass``, ``...`` or ``raise NotImplementedError`` (a spec's stub, whose docstring is the
+    task itself)."""
+    node = _function(source, name)
+    return node is not None and all(_placeholder(stmt) for stmt in node.body)
+
+
+def _placeholder(stmt: ast.stmt) -> bool:
+    if isinstance(stmt, ast.Pass):
+        return True
+    if isinstance(stmt, ast.Expr):
+        return isinstance(stmt.value, ast.Constant)  # a docstring, or ``...``
+    if isinstance(stmt, ast.Raise) and stmt.exc is not None:
+        raised = stmt.exc.func if isinstance(stmt.exc, ast.Call) else stmt.exc
+        return isinstance(raised, ast.Name) and raised.id == "NotImplementedError"
+    return False
+
+
 def _function(source: str, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The one function ``name`` (``function`` or ``Class.method``) of ``source``, or None;
     ``source`` may be a definition alone, indented as in its class."""
