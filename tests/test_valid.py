@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.test_rewrite import rewrite_requests
 from tests.test_test_driven import approve_all, executor, turn
 
 from rune.assists import standard_assists
@@ -41,15 +42,6 @@ def block(code: str) -> dict[str, Any]:
     return {"content": f"Here it is as valid Python:\n\n```python\n{code}```\n"}
 
 
-def plain_requests(transport: ScriptedTransport) -> list[int]:
-    """The requests made on their own: one user message, no tools, no grammar."""
-    return [
-        i
-        for i, r in enumerate(transport.requests)
-        if len(r.messages) == 1 and r.response_schema is None and not r.tools
-    ]
-
-
 def run(ws: Path, script: list[dict[str, Any]]) -> tuple[Any, ScriptedTransport]:
     # the model's own check and the rewrite are left out: these tests are about the code alone
     assists = standard_assists(without=frozenset({"check", "repair", "again", "rewrite"}))
@@ -80,7 +72,7 @@ def test_a_change_whose_string_broke_is_asked_for_as_plain_python(ws: Path) -> N
     resp, transport = run(ws, [change(SENT), block(MEANT), turn(answer="indent adds it now.")])
     assert resp.success, resp.error
     assert (ws / "text.py").read_text() == MEANT  # the change the model meant
-    assert plain_requests(transport) == [1]
+    assert rewrite_requests(transport) == [1]
     asked = str(transport.requests[1].messages[0]["content"])
     assert SENT.rstrip() in asked  # the code as it arrived...
     assert "unterminated string literal" in asked  # ...and why it does not parse
@@ -101,7 +93,7 @@ def test_a_plain_reply_that_does_not_parse_either_leaves_the_call_as_it_was(ws: 
             change(MEANT.replace("margin + ", "margin+")),  # the model read why: it parses
         ],
     )
-    assert plain_requests(transport) == [1]
+    assert rewrite_requests(transport) == [1]
     made = [e for e in resp.events if e.name == "replace_function"]
     assert [e.status for e in made] == ["failed", "done"]
     assert "not valid Python on its own" in str(made[0].error)  # the model read why
@@ -110,7 +102,7 @@ def test_a_plain_reply_that_does_not_parse_either_leaves_the_call_as_it_was(ws: 
 
 def test_the_plain_request_is_made_once_per_function_and_run(ws: Path) -> None:
     resp, transport = run(ws, [change(SENT), block("def indent(:\n"), change(SENT)])
-    assert plain_requests(transport) == [1]
+    assert rewrite_requests(transport) == [1]
     # the same failing call twice: the breaker ends the run, as without this assist
     assert not resp.success and "2 consecutive times" in str(resp.error)
     assert (ws / "text.py").read_text() == SOURCE
@@ -119,7 +111,7 @@ def test_the_plain_request_is_made_once_per_function_and_run(ws: Path) -> None:
 def test_code_that_parses_is_not_asked_for_again(ws: Path) -> None:
     resp, transport = run(ws, [change(MEANT), turn(answer="indent adds it now.")])
     assert resp.success, resp.error
-    assert plain_requests(transport) == []
+    assert rewrite_requests(transport) == []
     assert len(transport.requests) == 2
 
 
