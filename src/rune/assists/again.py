@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from rune.assists import repair
 from rune.assists.tests import failed_test_run, started_with_tests
@@ -45,7 +45,16 @@ from rune.runtime.assist import Assist, Loop
 from rune.tools import testing
 from rune.tools.spec import Executor, Trial, Trials, trials_of
 
-__all__ = ["MAX_AGAIN", "SAMPLES", "SET_ON_IT", "ReaskWhenNoChange", "changes_nothing"]
+__all__ = [
+    "MAX_AGAIN",
+    "SAMPLES",
+    "SET_ON_IT",
+    "ReaskWhenNoChange",
+    "changes_nothing",
+    "preparing_fails",
+]
+
+E = TypeVar("E", bound=RuneError)
 
 #: times in one run
 MAX_AGAIN = 2
@@ -59,9 +68,15 @@ SET_ON_IT = 2
 def changes_nothing(executor: Executor, call: ToolRequest) -> NothingToChange | None:
     """Why ``call`` would leave its file as it is, or None (it changes something, or it cannot
     be prepared at all: that error is the call's own, the model reads it when it runs)."""
+    return preparing_fails(executor, call, NothingToChange)
+
+
+def preparing_fails(executor: Executor, call: ToolRequest, kind: type[E]) -> E | None:
+    """The error of the ``kind`` that preparing ``call`` meets, or None (it prepares, or it
+    meets another error: the model reads that one when the call runs)."""
     try:
         executor.prepare(call.name, call.arguments)
-    except NothingToChange as err:
+    except kind as err:
         return err
     except RuneError:
         return None

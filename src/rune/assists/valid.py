@@ -20,9 +20,10 @@ judge the code the model meant, not a string Rune could not read.
 
 from __future__ import annotations
 
+from rune.assists.again import preparing_fails
 from rune.assists.rewrite import ask_for_definition, function_target
 from rune.calls import tool_request
-from rune.errors import InvalidCode, RuneError
+from rune.errors import InvalidCode
 from rune.messages import ToolRequest
 from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
@@ -55,17 +56,12 @@ class PlainWhenInvalid(Assist):
         if target is None:
             return call
         path, name, key = target
-        try:
-            loop.executor.prepare(call.name, call.arguments)
-        except InvalidCode as err:
-            invalid = err
-        except RuneError:
+        if key in self.recalled(state).get("asked", []):
             return call
-        else:
+        invalid = preparing_fails(loop.executor, call, InvalidCode)
+        if invalid is None:
             return call
         memory = self.memory(state)
-        if key in memory.get("asked", []):
-            return call
         memory["asked"] = [*memory.get("asked", []), key]
         prompt = plain_prompt(path, name, invalid.code, invalid.problem)
         asking = f"for {name} as plain Python"
@@ -73,17 +69,13 @@ class PlainWhenInvalid(Assist):
         if code is None:
             return call
         arguments = {**call.arguments, "code": code}
-        try:
-            loop.executor.prepare(call.name, arguments)
-        except InvalidCode:
+        replaced = tool_request(call.name, arguments, call.call_id, call.source)
+        if preparing_fails(loop.executor, replaced, InvalidCode) is not None:
             return call
-        except RuneError:
-            # it parses: whatever else is wrong, the model reads it as its own change's
-            pass
         loop.note(
             state,
             f"the model's code for {name} in {for_display(path)} was not valid Python "
             f"({invalid.problem}); Rune asked it for the same definition as plain Python and "
             "takes that",
         )
-        return tool_request(call.name, arguments, call.call_id, call.source)
+        return replaced
