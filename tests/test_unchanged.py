@@ -10,6 +10,7 @@ import pytest
 
 from fakes.ollama_server import FakeModel, FakeOllama, text_reply, tool_call, tool_reply
 from rune.assists import standard_assists
+from rune.assists.offer import OFFER_OPENING, named_functions
 from rune.assists.unchanged import ECHOED, REMINDER, REPEATED, asks_for_a_change
 from rune.runtime.local_tool_runtime import LocalToolRuntime
 from rune.tools.commands import bwrap_works, find_bwrap
@@ -98,6 +99,93 @@ def test_the_answer_sent_back_given_again_is_not_done(ollama: FakeOllama, projec
     assert response.success and response.outcome == "incomplete"
     assert response.incomplete == REPEATED
     assert (project / "calc.py").read_text() == BROKEN
+
+
+DOCUMENTED = '"""The sum of a and b."""'
+SORTING = """\
+def partition(items, lo, hi):
+    return lo
+
+
+def quicksort(items, lo=0, hi=None):
+    p = partition(items, lo, hi)
+    return sorted(items)
+
+
+def unrelated():
+    return 1
+"""
+
+
+def documented(code: str) -> str:
+    return code.replace(":\n", f":\n    {DOCUMENTED}\n", 1)
+
+
+def fenced(code: str) -> object:
+    """The model's plain reply to a request to write a function afresh."""
+    return text_reply(f"Here it is:\n\n```python\n{code}```\n")
+
+
+def test_named_functions_are_those_the_request_names_and_what_they_call() -> None:
+    files = {"quick.py": SORTING.encode()}
+    found = named_functions("`quicksort` in quick.py is wrong; see also lib.py", files.get)
+    assert found == [("quick.py", "quicksort"), ("quick.py", "partition")]
+    # a name in another file, an attribute, or a file that is not there are none of them
+    assert named_functions("fix x.quicksort in quick.py", files.get) == []
+    assert named_functions("fix quicksort in other.py", files.get) == []
+
+
+def test_an_echoed_reminder_gets_the_named_function_written_afresh(
+    ollama: FakeOllama, project: Path
+) -> None:
+    (project / "calc.py").write_text(documented(BROKEN))
+    ollama.script(
+        text_reply("It subtracts."),
+        text_reply(REMINDER),  # the 1.5B on algo 13: the reminder as its answer
+        fenced(documented(FIXED)),  # Rune's plain request: add written afresh
+        tool_reply(
+            tool_call(
+                "replace_function",
+                {"path": "calc.py", "name": "add", "code": documented(FIXED)},
+            )
+        ),
+        text_reply("add() adds now."),
+    )
+    runtime = loop(ollama, project)
+    response = runtime.run([{"role": "user", "content": FIX_TASK}])
+    asked = ollama.bodies()[2]["messages"]
+    assert len(asked) == 1 and "Write the code of `add` in calc.py" in asked[0]["content"]
+    offer = last_user_message(ollama, 3)
+    assert offer.startswith(OFFER_OPENING) and documented(FIXED).rstrip() in offer
+    assert response.pending is not None  # the model's own change, approved as any other
+    response = runtime.approve(response.pending_state)
+    assert (project / "calc.py").read_text() == documented(FIXED)
+    # only the model's own check could try the rewrite: the run does not say done
+    assert response.success and response.outcome == "incomplete"
+    assert response.incomplete is not None and "afresh" in response.incomplete
+
+
+def test_a_rewrite_the_same_as_the_file_is_not_offered(ollama: FakeOllama, project: Path) -> None:
+    (project / "calc.py").write_text(documented(BROKEN))
+    ollama.script(text_reply("It subtracts."), text_reply(REMINDER), fenced(documented(BROKEN)))
+    response = loop(ollama, project).run([{"role": "user", "content": FIX_TASK}])
+    assert response.outcome == "incomplete" and response.incomplete == ECHOED
+    assert len(ollama.bodies()) == 3  # the rewrite asked once, no offer made
+    assert (project / "calc.py").read_text() == documented(BROKEN)
+
+
+def test_an_answer_that_echoes_the_offer_is_not_done(ollama: FakeOllama, project: Path) -> None:
+    (project / "calc.py").write_text(documented(BROKEN))
+    ollama.script(
+        text_reply("It subtracts."),
+        text_reply(REMINDER),
+        fenced(documented(FIXED)),
+        text_reply(f"{OFFER_OPENING} Rune asked for this function"),
+    )
+    response = loop(ollama, project).run([{"role": "user", "content": FIX_TASK}])
+    assert response.outcome == "incomplete" and response.incomplete == ECHOED
+    assert len(ollama.bodies()) == 4  # offered once: no second rewrite
+    assert (project / "calc.py").read_text() == documented(BROKEN)
 
 
 def test_a_question_is_answered_without_a_reminder(ollama: FakeOllama, project: Path) -> None:

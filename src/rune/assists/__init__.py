@@ -80,7 +80,7 @@ def standard_assists(
         KeepWhatPasses(trials) if tests is not None else None,
         CheckBeforeAnswer(tests, trials),
         NudgeAfterFailure(),
-        NudgeWhenUnchanged() if unchanged else None,
+        NudgeWhenUnchanged(trials) if unchanged else None,
         PlainWhenInvalid(),
         SampledRepair(trials),
         RewriteFromDocstring(trials),

@@ -46,7 +46,7 @@ the module's imports and the function alone (:func:`contract_for`).
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -72,6 +72,7 @@ __all__ = [
     "ask_for_definition",
     "contract_for",
     "function_target",
+    "only_own_check",
     "rewrite_prompt",
     "write_afresh",
     "written_afresh",
@@ -135,14 +136,7 @@ class RewriteFromDocstring(Assist):
         model's own check is all that tried it. On the algorithm suite two such rewrites passed
         the model's one assert and missed an edge case the old code had (``power_mod`` with a
         modulus of 1): the run must not say done on that."""
-        afresh = _afresh(self.recalled(state))
-        if not afresh or any(e.source == LOOP_SOURCE and e.status == "done" for e in state.events):
-            return None
-        names = ", ".join(sorted(key.replace("::", ": ", 1) for key in afresh))
-        return (
-            f"Rune had the model write {for_display(names)} afresh from its docstring, and only "
-            "the model's own check tried it: review it"
-        )
+        return only_own_check(state, _afresh(self.recalled(state)))
 
     def replace_call(self, loop: Loop, state: LoopState, call: ToolRequest) -> ToolRequest:
         if call.name in loop.kinds.checks:
@@ -294,6 +288,19 @@ def ask_for_definition(
         return None
     text = str(reply.message.get("content") or "")
     return next((d for b in code_blocks(text) if (d := _definition(b, name))), None)
+
+
+def only_own_check(state: LoopState, afresh: Iterable[str]) -> str | None:
+    """Why a run is unfinished that has functions (``path::name``) written afresh in it and
+    no passing test run of the project's; None when it has none of them, or such a run."""
+    keys = sorted(afresh)
+    if not keys or any(e.source == LOOP_SOURCE and e.status == "done" for e in state.events):
+        return None
+    names = ", ".join(key.replace("::", ": ", 1) for key in keys)
+    return (
+        f"Rune had the model write {for_display(names)} afresh from its docstring, and only "
+        "the model's own check tried it: review it"
+    )
 
 
 def written_afresh(state: LoopState, call: ToolRequest) -> bool:

@@ -9,6 +9,12 @@ change and had no failure of its own: a rejected change is the user's word, a fa
 own reminder; the project's tests failing before the first turn is why the change is asked for
 (the 1.5B, shown a spec task's failing tests, sent a reply cut off at the cap, then answered
 "the tests pass now" without a change).
+
+An answer after that which still changes nothing, and gives the reminder back or the same answer
+again, goes back once more with the functions the request names written afresh from their
+docstrings, where they differ from the file (:mod:`rune.assists.offer`); when the model sends
+one of them as its change, only a passing test run of the project's lets the run end done (its
+own check is all that tried the rewrite, as with :mod:`rune.assists.rewrite`).
 """
 
 from __future__ import annotations
@@ -16,9 +22,14 @@ from __future__ import annotations
 import re
 
 from rune import outcome
+from rune.assists.offer import OFFER_OPENING, offered_rewrites
+from rune.assists.rewrite import function_target, only_own_check
+from rune.calls import tool_request
 from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
+from rune.tools.python_code import code_of
+from rune.tools.spec import Trials, trials_of
 
 __all__ = ["ECHOED", "REMINDER", "REPEATED", "NudgeWhenUnchanged", "asks_for_a_change"]
 
@@ -55,6 +66,10 @@ class NudgeWhenUnchanged(Assist):
 
     name = "unchanged"
 
+    def __init__(self, trials: Trials | None = None) -> None:
+        #: None: the loop's executor, when it is one (it reads the files an offer rewrites)
+        self._trials = trials
+
     def start(self, loop: Loop, state: LoopState) -> None:
         # Armed only in a run that starts on the request: a run that goes on with a fresh
         # budget (the operator grants one only after a change) does not see the earlier
@@ -63,8 +78,10 @@ class NudgeWhenUnchanged(Assist):
 
     def before_answer(self, loop: Loop, state: LoopState) -> str | None:
         memory = self.recalled(state)
-        if not memory.get("armed") or memory.get("nudged") or state.opening is None:
+        if not memory.get("armed") or state.opening is None:
             return None
+        if memory.get("nudged"):
+            return self._offer(loop, state)
         if not loop.kinds.changes or outcome.changed(state.events, loop.kinds):
             return None
         # The tests as Rune found them before the first turn (rune.assists.tests) failing is
@@ -81,7 +98,40 @@ class NudgeWhenUnchanged(Assist):
         memory["answer"] = _words(state.messages[-1].get("content"))
         return REMINDER
 
+    def _offer(self, loop: Loop, state: LoopState) -> str | None:
+        """The functions the request names, written afresh, for an answer after the reminder
+        that still changes nothing and does not say why (once a run); else None."""
+        trials = trials_of(self._trials, loop.executor)
+        if "offered" in self.recalled(state) or trials is None:
+            return None
+        if self._stalled(loop, state) is None:
+            return None
+        memory = self.memory(state)
+        memory["offered"] = {}
+        request = str(state.messages[state.opening or 0].get("content") or "")
+        offer = offered_rewrites(loop, state, trials, request, by=self.name)
+        if offer is None:
+            return None
+        text, memory["offered"] = offer
+        return text
+
     def unfinished(self, loop: Loop, state: LoopState) -> str | None:
+        return self._stalled(loop, state) or only_own_check(state, self._taken(loop, state))
+
+    def _taken(self, loop: Loop, state: LoopState) -> list[str]:
+        """The offered functions (``path::name``) the model made a change of, as offered."""
+        offered = self.recalled(state).get("offered") or {}
+        taken: list[str] = []
+        for event in state.events:
+            request = tool_request(event.name, event.arguments)
+            target = function_target(request)
+            if event.status != "done" or target is None or target[2] not in offered:
+                continue
+            if code_of(str(event.arguments.get("code") or ""), target[1]) == offered[target[2]]:
+                taken.append(target[2])
+        return list(dict.fromkeys(taken))
+
+    def _stalled(self, loop: Loop, state: LoopState) -> str | None:
         """An answer that repeats this reminder back is no answer (the 1.5B did, on the
         algorithm and spec suites, and the run ended "answered, no file changed"); nor is the
         answer sent back, given again word for word: it neither makes the change nor says why
@@ -95,7 +145,8 @@ class NudgeWhenUnchanged(Assist):
         last = state.messages[-1]
         if last.get("role") != "assistant":
             return None
-        if _ECHO in str(last.get("content") or ""):
+        content = str(last.get("content") or "")
+        if _ECHO in content or OFFER_OPENING in content:
             return ECHOED
         if _words(last.get("content")) == memory.get("answer"):
             return REPEATED
