@@ -231,26 +231,55 @@ class TestAdd(unittest.TestCase):
 """
 
 
-@pytest.mark.skipif(
+TESTED_TASK = "The test test_calc.py::TestAdd::test_add fails. Fix add() in calc.py."
+needs_bwrap = pytest.mark.skipif(
     BWRAP is None or not bwrap_works(BWRAP), reason="bubblewrap cannot build a sandbox here"
 )
+
+
+def loop_running_tests(ollama: FakeOllama, project: Path) -> LocalToolRuntime:
+    """The loop as the rune command builds it where the workspace has tests Rune runs."""
+    executor = ToolExecutor(SandboxPolicy.default(home=project.parent), project)
+    assists = standard_assists(
+        auto_checks=lambda request: auto_check(request, project, executor.policy), unchanged=True
+    )
+    transport = OllamaChatTransport(ollama.url, read_timeout=5)
+    return LocalToolRuntime(transport, executor, model="qwen3", protocol="native", assists=assists)
+
+
+@needs_bwrap
+def test_where_the_tests_fail_only_a_rewrite_that_passes_them_is_offered(
+    ollama: FakeOllama, project: Path
+) -> None:
+    (project / "calc.py").write_text(documented(BROKEN))
+    (project / "test_calc.py").write_text(TEST_CALC)
+    wrong = documented("def add(a, b):\n    return a * b\n")
+    ollama.script(text_reply("The tests pass now."), text_reply(REMINDER), fenced(wrong))
+    response = loop_running_tests(ollama, project).run([{"role": "user", "content": TESTED_TASK}])
+    assert str(response.incomplete).endswith(ECHOED) and len(ollama.bodies()) == 3  # no offer
+    ollama.script(
+        text_reply("The tests pass now."),
+        text_reply(REMINDER),
+        fenced(documented(FIXED)),
+        text_reply("add() is right as it is."),
+    )
+    loop_running_tests(ollama, project).run([{"role": "user", "content": TESTED_TASK}])
+    offer = str(ollama.bodies()[-1]["messages"][-1]["content"])
+    assert offer.startswith(OFFER_OPENING) and "It passes the project's tests." in offer
+    assert documented(FIXED).rstrip() in offer
+    assert (project / "calc.py").read_text() == documented(BROKEN)  # the model did not take it
+
+
+@needs_bwrap
 def test_the_tests_failing_before_the_first_turn_do_not_keep_the_reminder_away(
     ollama: FakeOllama, project: Path
 ) -> None:
     """The tests Rune runs before the first turn fail: that is why the task asks for a change,
     not a failure of the model's, so an answer with no change still goes back."""
     (project / "test_calc.py").write_text(TEST_CALC)
-    executor = ToolExecutor(SandboxPolicy.default(home=project.parent), project)
-    assists = standard_assists(
-        auto_checks=lambda request: auto_check(request, project, executor.policy), unchanged=True
-    )
-    transport = OllamaChatTransport(ollama.url, read_timeout=5)
-    runtime = LocalToolRuntime(
-        transport, executor, model="qwen3", protocol="native", assists=assists
-    )
+    runtime = loop_running_tests(ollama, project)
     ollama.script(text_reply("The tests pass now."), fix_call())
-    task = "The test test_calc.py::TestAdd::test_add fails. Fix add() in calc.py."
-    response = runtime.run([{"role": "user", "content": task}])
+    response = runtime.run([{"role": "user", "content": TESTED_TASK}])
     assert last_user_message(ollama, 1) == REMINDER
     assert response.pending is not None
     response = runtime.approve(response.pending_state)

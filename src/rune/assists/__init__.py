@@ -3,7 +3,8 @@
 Each assist is one module: :mod:`~rune.assists.tests` (tests drive the loop),
 :mod:`~rune.assists.keep` (a change that breaks passing tests is not made),
 :mod:`~rune.assists.check` (check before answer), :mod:`~rune.assists.nudge` (nudge after
-failure), :mod:`~rune.assists.unchanged` (nudge when nothing changed),
+failure), :mod:`~rune.assists.unchanged` (nudge when nothing changed; its second nudge
+shows the named functions written afresh: :mod:`~rune.assists.offer`),
 :mod:`~rune.assists.valid` (ask for plain Python when a change's code does not parse),
 :mod:`~rune.assists.sampled_repair` (sampled repair; its first candidates where the tests judge:
 :mod:`~rune.assists.afresh`), :mod:`~rune.assists.rewrite` (write a function afresh from its
