@@ -99,10 +99,8 @@ def assists_for(
     """The small-model help the loop runs (:mod:`rune.assists`): every assist but those named
     in ``without``; the tests a request names when ``auto_tests`` is on and the executor can
     run tests, the sampled repair, which tries changes with the built-in ``executor`` (an MCP
-    server's tools are never tried), the reminder when nothing changed, and no reading tools on
-    the first turn when the whole workspace is in the context."""
+    server's tools are never tried), and the reminder when nothing changed."""
     from rune.assists import standard_assists
-    from rune.operator.blocks import is_small_workspace
 
     auto_checks = None
     if settings.auto_tests and offers_tests(executor):
@@ -111,16 +109,8 @@ def assists_for(
         def auto_checks(request: str) -> AutoCheck | None:
             return auto_check(request, workspace, policy)
 
-    def shown_whole() -> bool:
-        return is_small_workspace(executor.workspace, executor.policy)
-
     return standard_assists(
-        auto_checks=auto_checks,
-        trials=executor,
-        without=without,
-        unchanged=True,
-        reask=True,
-        shown_whole=shown_whole,
+        auto_checks=auto_checks, trials=executor, without=without, unchanged=True, reask=True
     )
 
 

@@ -10,16 +10,12 @@ shows the named functions written afresh: :mod:`~rune.assists.offer`),
 :mod:`~rune.assists.afresh`), :mod:`~rune.assists.rewrite` (write a function afresh from its
 docstring when the model re-sends it as it is),
 :mod:`~rune.assists.again` (ask again when a change changes nothing),
-:mod:`~rune.assists.reask` (ask again when a reply is cut off), :mod:`~rune.assists.shown`
-(no reading tools on the first turn when the whole workspace is in the context).
-:func:`standard_assists` is
+:mod:`~rune.assists.reask` (ask again when a reply is cut off). :func:`standard_assists` is
 the list the loop runs unless its caller picks another (the composition root does,
 ``rune.app``).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from rune.assists.again import ReaskWhenNoChange
 from rune.assists.check import CheckBeforeAnswer
@@ -28,7 +24,6 @@ from rune.assists.nudge import NudgeAfterFailure
 from rune.assists.reask import ReaskWhenCut
 from rune.assists.rewrite import RewriteFromDocstring
 from rune.assists.sampled_repair import SampledRepair
-from rune.assists.shown import NothingToLookUp
 from rune.assists.tests import TestDriven
 from rune.assists.unchanged import NudgeWhenUnchanged
 from rune.assists.valid import PlainWhenInvalid
@@ -39,7 +34,6 @@ __all__ = [
     "ASSIST_NAMES",
     "CheckBeforeAnswer",
     "KeepWhatPasses",
-    "NothingToLookUp",
     "NudgeAfterFailure",
     "NudgeWhenUnchanged",
     "PlainWhenInvalid",
@@ -63,7 +57,6 @@ ASSIST_NAMES = (
     "rewrite",
     "again",
     "reask",
-    "shown",
 )
 
 
@@ -74,7 +67,6 @@ def standard_assists(
     without: frozenset[str] = frozenset(),
     unchanged: bool = False,
     reask: bool = False,
-    shown_whole: Callable[[], bool] | None = None,
 ) -> list[Assist]:
     """Every assist that has what it needs (the tests need ``auto_checks``; the repair tries
     changes with ``trials``, by default the loop's executor when it can), but those named in
@@ -82,9 +74,7 @@ def standard_assists(
     command runs: a library caller's loop keeps the design's rule that an answer ends the run
     (a question asked as "fix..." is still answered). ``reask`` adds asking again when a reply
     is cut off, which the command runs too (a library caller's cut reply goes back to the
-    model as unusable, one model call each, as the design counts them). ``shown_whole`` says
-    whether every file of the workspace is in the context (the command's files block), for
-    :class:`NothingToLookUp`."""
+    model as unusable, one model call each, as the design counts them)."""
     tests = TestDriven(auto_checks) if auto_checks is not None and "tests" not in without else None
     assists: list[Assist | None] = [
         tests,
@@ -97,6 +87,5 @@ def standard_assists(
         RewriteFromDocstring(trials),
         ReaskWhenNoChange(trials),
         ReaskWhenCut() if reask else None,
-        NothingToLookUp(shown_whole) if shown_whole is not None else None,
     ]
     return [a for a in assists if a is not None and a.name not in without]

@@ -4,8 +4,6 @@ The loop (:class:`rune.runtime.runner.Runner`) runs every assist it was given, i
 
 - ``start``: before the first model call of a run that starts on a request;
 - ``answer_allowed``: the turn's schema (whether the next turn may be the final answer);
-- ``withheld_tools``: the tools the next turn may not call (where the protocol can keep
-  them out without changing the prompt);
 - ``refusal``: before a change is prepared (why it may not be made);
 - ``after_result``: a call's result (text to add to what the model reads);
 - ``after_calls``: after the calls of a turn ran (it may end the run);
@@ -103,9 +101,6 @@ class Assist:
     def answer_allowed(self, loop: Loop, state: LoopState) -> bool:
         return True
 
-    def withheld_tools(self, loop: Loop, state: LoopState) -> frozenset[str]:
-        return frozenset()
-
     def refusal(self, loop: Loop, state: LoopState, request: ToolRequest) -> str | None:
         return None
 
@@ -157,7 +152,6 @@ class Hooks:
 
         self.start = at("start")
         self.answer_allowed = at("answer_allowed")
-        self.withheld_tools = at("withheld_tools")
         self.refusal = at("refusal")
         self.after_result = at("after_result")
         self.after_calls = at("after_calls")
@@ -166,18 +160,10 @@ class Hooks:
         self.replace_call = at("replace_call")
         self.replace_reply = at("replace_reply")
 
-    def turn_limits(self, loop: Loop, state: LoopState) -> tuple[bool, frozenset[str]]:
-        """Whether the next turn may be the final answer (every assist allows it), and the
-        tools it may not call (those any assist withholds)."""
-        answer = all([a.answer_allowed(loop, state) for a in self.answer_allowed])
-        withheld = frozenset().union(*(a.withheld_tools(loop, state) for a in self.withheld_tools))
-        return answer, withheld
-
 
 _HOOKS = (
     "start",
     "answer_allowed",
-    "withheld_tools",
     "refusal",
     "after_result",
     "after_calls",

@@ -89,13 +89,10 @@ class ToolProtocol(Protocol):
         options: Mapping[str, Any] | None,
         sink: DeltaSink,
         answer: bool,
-        withheld: frozenset[str] = frozenset(),
     ) -> ChatRequest:
         """The model call for ``messages``, with the protocol's part (tool schemas, a response
         schema, how deltas reach ``sink``). ``answer``: whether this turn may be the final
-        answer; ``withheld``: tools this turn may not call. A protocol that cannot enforce
-        them without changing the prompt ignores them (a tool list that changes from turn to
-        turn costs the server's prompt cache)."""
+        answer (a protocol that cannot enforce it ignores it)."""
         ...
 
     def read_turn(self, result: ChatResult) -> Turn: ...

@@ -99,7 +99,6 @@ class NativeProtocol(_Tools):
         options: Mapping[str, Any] | None,
         sink: DeltaSink,
         answer: bool,
-        withheld: frozenset[str] = frozenset(),
     ) -> ChatRequest:
         return ChatRequest(messages, self._schemas, think, options, sink)
 
@@ -138,7 +137,6 @@ class TextProtocol(_Tools):
         options: Mapping[str, Any] | None,
         sink: DeltaSink,
         answer: bool,
-        withheld: frozenset[str] = frozenset(),
     ) -> ChatRequest:
         return ChatRequest(messages, None, think, options, sink)
 
@@ -172,7 +170,8 @@ class ConstrainedProtocol(_Tools):
 
     def __init__(self, specs: Sequence[ToolSpec], native_source: ToolSource) -> None:
         super().__init__(specs, native_source)
-        self._schemas_by_turn: dict[tuple[bool, frozenset[str]], Mapping[str, Any]] = {}
+        self._turn_schema = constrained.turn_schema(specs)
+        self._unanswerable_schema = constrained.turn_schema(specs, answer=False)
 
     def prompt(self) -> str | None:
         return constrained.constrained_prompt(self.specs)
@@ -185,20 +184,9 @@ class ConstrainedProtocol(_Tools):
         options: Mapping[str, Any] | None,
         sink: DeltaSink,
         answer: bool,
-        withheld: frozenset[str] = frozenset(),
     ) -> ChatRequest:
-        schema = self._schema(answer, withheld & self.tool_names)
+        schema: Mapping[str, Any] = self._turn_schema if answer else self._unanswerable_schema
         return ChatRequest(messages, None, think, options, constrained.TurnStream(sink), schema)
-
-    def _schema(self, answer: bool, withheld: frozenset[str]) -> Mapping[str, Any]:
-        key = (answer, withheld)
-        if key not in self._schemas_by_turn:
-            # a turn keeps at least one way out, whatever the assists withhold
-            offered = [spec for spec in self.specs if spec.name not in withheld] or (
-                [] if answer else list(self.specs)
-            )
-            self._schemas_by_turn[key] = constrained.turn_schema(offered, answer=answer)
-        return self._schemas_by_turn[key]
 
     def read_turn(self, result: ChatResult) -> Turn:
         stored = assistant_message(result)
