@@ -174,6 +174,17 @@ def test_a_rewrite_the_same_as_the_file_is_not_offered(ollama: FakeOllama, proje
     assert (project / "calc.py").read_text() == documented(BROKEN)
 
 
+def test_a_rewrite_that_returns_nothing_where_the_file_returns_is_not_offered(
+    ollama: FakeOllama, project: Path
+) -> None:
+    (project / "calc.py").write_text(documented(BROKEN))
+    lost_return = documented("def add(a, b):\n    total = a + b\n")
+    ollama.script(text_reply("It subtracts."), text_reply(REMINDER), fenced(lost_return))
+    response = loop(ollama, project).run([{"role": "user", "content": FIX_TASK}])
+    assert response.outcome == "incomplete" and response.incomplete == ECHOED
+    assert len(ollama.bodies()) == 3  # the rewrite asked once, no offer made
+
+
 def test_an_answer_that_echoes_the_offer_is_not_done(ollama: FakeOllama, project: Path) -> None:
     (project / "calc.py").write_text(documented(BROKEN))
     ollama.script(

@@ -8,10 +8,11 @@ alone, the same model writes most textbook functions right (:mod:`rune.assists.r
 the next answer of that kind goes back with the functions the request names in the Python files
 it names, and those of the same file they call (the bug of ``quicksort`` was in its
 ``partition``), each written afresh from the file with its body left out, where that differs
-from what the file holds. Where Rune runs the project's tests and they fail, a rewrite is shown
-only when it passes them. The model decides: it sends a rewrite as its own change (which the
-user approves as any other) and checks it, or says why none is needed. At most
-:data:`MAX_OFFERED` functions, once a run.
+from what the file holds and returns a value where the file's function does (the 1.5B's
+``quicksort`` written afresh lost its ``return items``, and the model took it). Where Rune runs
+the project's tests and they fail, a rewrite is shown only when it passes them. The model
+decides: it sends a rewrite as its own change (which the user approves as any other) and
+checks it, or says why none is needed. At most :data:`MAX_OFFERED` functions, once a run.
 """
 
 from __future__ import annotations
@@ -94,6 +95,8 @@ def offered_rewrites(
         written = code_of(code, name) if code is not None else None
         if code is None or written is None or written == code_of(source, name):
             continue
+        if _gives_results(source, name) and not _gives_results(code, name):
+            continue  # the file's function returns (or yields) a value and the rewrite never
         arguments = {"path": path, "name": name, "code": code}
         if loop.refusal(state, tool_request(TOOL, arguments)) is not None:
             continue
@@ -117,3 +120,19 @@ def offered_rewrites(
         "replace_function, then check it. Otherwise answer and say why no change is needed."
     )
     return text, offered
+
+
+def _gives_results(source: str, name: str) -> bool:
+    """Whether the top-level function ``name`` of ``source`` returns or yields a value."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            return any(
+                isinstance(sub, ast.Yield | ast.YieldFrom)
+                or (isinstance(sub, ast.Return) and sub.value is not None)
+                for sub in ast.walk(node)
+            )
+    return False
