@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
+import itertools
 import os
 import re
 import tempfile
@@ -69,7 +71,7 @@ def can_run_contained(ctx: ToolContext) -> bool:
 
 
 def run_python(ctx: ToolContext, args: Args) -> str:
-    trial = _verdict(_run_check(ctx, _check_code(args)))
+    trial = _verdict(_run_check(ctx, _check_code(args)), ctx.workspace)
     if not trial.passed:
         # A failing check is a failed call: the model sees it as an error, the breaker counts
         # it, and the constrained protocol keeps asking for a check that passes.
@@ -83,7 +85,7 @@ def try_with(ctx: ToolContext, args: Args, files: Mapping[Path, bytes]) -> Trial
     workspace is written: :func:`trial_binds`)."""
     code = _check_code(args)
     with trial_binds(files) as binds:
-        return _verdict(_run_check(ctx, code, over=binds))
+        return _verdict(_run_check(ctx, code, over=binds), ctx.workspace)
 
 
 @contextlib.contextmanager
@@ -99,14 +101,23 @@ def trial_binds(files: Mapping[Path, bytes]) -> Iterator[list[tuple[Path, Path]]
         yield binds
 
 
-def _verdict(outcome: Outcome) -> Trial:
+def _verdict(outcome: Outcome, workspace: Path) -> Trial:
     report = format_outcome(outcome, CHECK_TIMEOUT)
     if outcome.exit_code == 0:
         return Trial(passed=True, report=report)
     error, frame = _last_error(report)
     own_fault = frame == "<string>" and error in _CHECK_OWN_ERRORS
+    meant = _meant_module(report, workspace) if frame == "<string>" else None
     if own_fault:
         report += f"\n[the {error} is in the check's own code, not in the project: fix the check]"
+    elif meant is not None:
+        # the 1.5B checked quick.py with `from quicksort import quicksort` again and again,
+        # and the repair drew six changes against a check no change could pass
+        own_fault = True
+        report += (
+            f"\n[the workspace has no module {meant[0]}, but it has {meant[1]}: fix the check's "
+            "import]"
+        )
     return Trial(
         passed=False,
         report=f"the check failed:\n{report}",
@@ -119,6 +130,36 @@ def _verdict(outcome: Outcome) -> Trial:
 _CHECK_OWN_ERRORS = frozenset({"NameError", "SyntaxError", "IndentationError"})
 _FRAME = re.compile(r'^\s*File "([^"]*)", line \d+')
 _ERROR = re.compile(r"^(\w+(?:Error|Exception))\b")
+
+
+_NO_MODULE = re.compile(r"^ModuleNotFoundError: No module named '([A-Za-z_][\w.]{0,99})'$", re.M)
+#: at most this many entries of the workspace's top directory are looked at for its modules
+_MODULES_SCANNED = 500
+
+
+def _meant_module(report: str, workspace: Path) -> tuple[str, str] | None:
+    """``(missing, meant)`` when the check imports a module the workspace lacks and one of
+    the workspace's own top-level modules is close to its name (a misspelt import), else None:
+    a module the task asks the model to create has no close match and stays the project's."""
+    missing = _NO_MODULE.findall(report)
+    if not missing:
+        return None
+    top = missing[-1].split(".")[0]
+    modules: list[str] = []
+    try:
+        with os.scandir(workspace) as entries:
+            for entry in itertools.islice(entries, _MODULES_SCANNED):
+                name, is_dir = entry.name, entry.is_dir(follow_symlinks=False)
+                if name.endswith(".py") and entry.is_file(follow_symlinks=False):
+                    modules.append(name[:-3])
+                elif is_dir and os.path.isfile(os.path.join(entry.path, "__init__.py")):
+                    modules.append(name)
+    except OSError:
+        return None
+    if top in modules:
+        return None
+    close = difflib.get_close_matches(top, modules, n=1, cutoff=0.6)
+    return (top, close[0]) if close else None
 
 
 def _last_error(report: str) -> tuple[str | None, str | None]:
