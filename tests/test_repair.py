@@ -368,34 +368,39 @@ def test_the_old_code_is_tried_with_each_changed_file_as_it_was(ws: Path) -> Non
     assert ex.try_before_changes("run_python", minus_one) is None  # a file created since
 
 
-def test_a_check_that_imports_a_misspelt_module_is_its_own_fault(ws: Path) -> None:
-    misspelt = {"code": "from calcs import add\nassert add(2, 3) == 5, add(2, 3)"}
-    trial = executor(ws).try_before_changes("run_python", misspelt)
-    assert trial is not None and trial.own_fault and not trial.asserted
-    assert trial.report.endswith(
-        "[the workspace has no module calcs, but it has calc: fix the check's import]"
-    )
-    assert samples_when_stuck(ws, TIMES, misspelt) == []
-    # a module nothing in the workspace is close to (one the task may ask for) is the project's
-    missing = {"code": "from parsing import parse\nassert parse('1') == 1"}
-    trial = executor(ws).try_before_changes("run_python", missing)
-    assert trial is not None and not trial.own_fault and "No module named 'parsing'" in trial.report
-
-
-def test_a_check_broken_in_its_own_code_says_so_and_picks_nothing(ws: Path) -> None:
-    broken = {"code": "from calc import add\nassert add(2, 3) == math.floor(5.5)"}
+@pytest.mark.parametrize(
+    ("code", "says"),
+    [
+        (
+            "from calc import add\nassert add(2, 3) == math.floor(5.5)",
+            "[the NameError is in the check's own code, not in the project: fix the check]",
+        ),
+        (
+            "from calcs import add\nassert add(2, 3) == 5, add(2, 3)",
+            "[the workspace has no module calcs, but it has calc: fix the check's import]",
+        ),
+    ],
+    ids=["a name it never imported", "a misspelt module"],
+)
+def test_a_check_broken_in_its_own_code_says_so_and_picks_nothing(
+    ws: Path, code: str, says: str
+) -> None:
+    broken = {"code": code}
     trial = executor(ws).try_before_changes("run_python", broken)
     assert trial is not None and trial.own_fault and not trial.asserted
-    assert trial.report.endswith(
-        "[the NameError is in the check's own code, not in the project: fix the check]"
-    )
-    # an error the project's code raises is the project's
+    assert trial.report.endswith(says)
+    assert samples_when_stuck(ws, TIMES, broken) == []
+
+
+def test_an_error_of_the_project_is_not_the_checks_own(ws: Path) -> None:
+    # a NameError the project's code raises
     (ws / "calc.py").write_text("def add(a, b):\n    return a + c\n")
     trial = executor(ws).try_before_changes("run_python", ASSERT_FIVE)
     assert trial is not None and not trial.own_fault and "NameError" in trial.report
-    (ws / "calc.py").write_text(SOURCE)
-
-    assert samples_when_stuck(ws, TIMES, broken) == []
+    # a module nothing in the workspace is close to (one the task may ask for)
+    missing = {"code": "from parsing import parse\nassert parse('1') == 1"}
+    trial = executor(ws).try_before_changes("run_python", missing)
+    assert trial is not None and not trial.own_fault and "No module named 'parsing'" in trial.report
 
 
 def test_no_sample_is_drawn_when_the_check_fails_in_its_own_code_after_the_change(
