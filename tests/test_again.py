@@ -171,3 +171,20 @@ def test_the_model_is_asked_again_at_most_max_again_times_a_run(tmp_path: Path) 
     resp, _, transport = run_on_calc(tmp_path, script)
     assert len(sampled(transport)) == SAMPLES * MAX_AGAIN
     assert sum(f"none of {SAMPLES} replies" in w for w in resp.warnings) == MAX_AGAIN
+
+
+@needs_bwrap
+def test_a_change_the_tests_already_failed_sent_again_ends_the_run(tmp_path: Path) -> None:
+    # the repository suite's dead end: the model's change fails the tests, the model sends it
+    # again, and again until the breaker; the samples asked again never passed the tests there
+    script = [change(CALC_WRONG), change(CALC_WRONG), change(CALC_WRONG), change(CALC_FIXED)]
+    resp, ops, transport = run_on_calc(tmp_path, script)
+    assert ops.read_text() == CALC_WRONG
+    assert len(transport.requests) == 2  # the model's two replies, nothing sampled
+    assert resp.success and resp.incomplete
+    assert resp.text == (
+        "Stopped: the model sent its change to calc/ops.py (add) again, as the file already "
+        "has it, and the project's tests fail with it."
+    )
+    changes = [(e.arguments["code"], e.status) for e in resp.events if e.name == "replace_function"]
+    assert changes == [(CALC_WRONG, "done"), (CALC_WRONG, "failed")]

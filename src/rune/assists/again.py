@@ -20,6 +20,12 @@ The model is asked again from the same conversation and the answer it would have
   change gives the model a new result to read where the same reply would give it the same
   error.
 
+A reply that re-sends a change the run already made, which the tests' last run failed, is
+the end of the run (:func:`judged_change`): the change runs as it is, the model reads that it
+changes nothing, and Rune's answer says where the run stopped. No sample is drawn: the stuck
+1.5B re-sent such a change until the breaker tripped, and in 40 runs of the spec and repository
+suites no sample asked again passed the tests (``bench/README.md``, fifteenth session).
+
 Samples that change nothing, or repeat a change the run already made or tried, are skipped,
 and drawing stops once :data:`SET_ON_IT` samples in a row repeat the reply word for word (the
 model is set on it: then not again in that run); when no sample is left the reply runs as it
@@ -39,9 +45,10 @@ from rune.calls import tool_request
 from rune.errors import NothingToChange, RuneError
 from rune.formats import constrained
 from rune.formats.constrained import ConstrainedCall
-from rune.messages import Message, ToolRequest
+from rune.messages import Message, OperatorResponse, ToolRequest
 from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
+from rune.runtime.breaker import LOOP_SOURCE
 from rune.tools import testing
 from rune.tools.spec import Executor, Trial, Trials, trials_of
 
@@ -51,6 +58,7 @@ __all__ = [
     "SET_ON_IT",
     "ReaskWhenNoChange",
     "changes_nothing",
+    "judged_change",
     "preparing_fails",
 ]
 
@@ -69,6 +77,24 @@ def changes_nothing(executor: Executor, call: ToolRequest) -> NothingToChange | 
     """Why ``call`` would leave its file as it is, or None (it changes something, or it cannot
     be prepared at all: that error is the call's own, the model reads it when it runs)."""
     return preparing_fails(executor, call, NothingToChange)
+
+
+def judged_change(state: LoopState, call: ToolRequest) -> str | None:
+    """What ``call`` changes (its path, and the function it names), when the run made this very
+    change before the tests' last run and that run failed; else None."""
+    events = state.events
+    runs = [n for n, e in enumerate(events) if e.source == LOOP_SOURCE]
+    if not runs or events[runs[-1]].status != "failed":
+        return None
+    signature = tool_request(call.name, call.arguments).signature
+    if not any(
+        e.status == "done" and tool_request(e.name, e.arguments).signature == signature
+        for e in events[: runs[-1]]
+    ):
+        return None
+    path, name = call.arguments.get("path"), call.arguments.get("name")
+    where = str(path or "the file")
+    return f"{where} ({name})" if isinstance(name, str) and name else where
 
 
 def preparing_fails(executor: Executor, call: ToolRequest, kind: type[E]) -> E | None:
@@ -96,11 +122,7 @@ class ReaskWhenNoChange(Assist):
         executor = loop.executor
         recalled = self.recalled(state)
         asked = int(recalled.get("asked", 0))
-        if state.opening is None or asked >= MAX_AGAIN or not executor.is_mutating(call.name):
-            return call
-        if recalled.get("set_on_it"):
-            # its samples repeated the reply once: on the spec and repository suites the next
-            # time drew the same repeats (2 samples, 30-60 s, on every such run)
+        if state.opening is None or not executor.is_mutating(call.name):
             return call
         if not started_with_tests(state):
             # only where the project's tests judge the samples: on the algorithm suite the
@@ -110,6 +132,17 @@ class ReaskWhenNoChange(Assist):
             return call
         nothing = changes_nothing(executor, call)
         if nothing is None:
+            return call
+        judged = judged_change(state, call)
+        if judged is not None:
+            # the tests already judged this very change: the stuck model re-sent it until the
+            # breaker tripped, and in 40 runs of the spec and repository suites no sample asked
+            # again after it passed them (bench/README, fifteenth session)
+            self.memory(state)["dead_end"] = judged
+            return call
+        if asked >= MAX_AGAIN or recalled.get("set_on_it"):
+            # set on it: its samples repeated the reply once; on the spec and repository
+            # suites the next time drew the same repeats (2 samples, 30-60 s, every such run)
             return call
         self.memory(state)["asked"] = asked + 1
         specs = executor.specs()
@@ -188,6 +221,18 @@ class ReaskWhenNoChange(Assist):
             f"replies, it takes {how}",
         )
         return tool_request(found.name, found.arguments, None, call.source)
+
+    def after_calls(self, loop: Loop, state: LoopState) -> OperatorResponse | None:
+        """The run ends once the model re-sent a change the tests already failed."""
+        judged = self.recalled(state).get("dead_end")
+        if judged is None:
+            return None
+        del self.memory(state)["dead_end"]
+        return loop.finished(
+            state,
+            f"Stopped: the model sent its change to {judged} again, as the file already has "
+            "it, and the project's tests fail with it.",
+        )
 
     def _checked(
         self,
