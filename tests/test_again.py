@@ -16,10 +16,12 @@ from tests.test_test_driven import WRONG as CALC_WRONG
 from tests.test_test_driven import approve_all, calc_project, change, executor, needs_bwrap, turn
 
 from rune.assists import standard_assists
-from rune.assists.again import MAX_AGAIN, SAMPLES, SET_ON_IT, changes_nothing
+from rune.assists.again import MAX_AGAIN, SAMPLES, SET_ON_IT, changes_nothing, judged_change
 from rune.assists.repair import TEMPERATURE
 from rune.calls import tool_request
 from rune.errors import NothingToChange
+from rune.messages import ToolEvent
+from rune.pause.state import LoopState
 from rune.runtime.local_tool_runtime import LocalToolRuntime
 from rune.tools.testing import auto_check
 from rune.transport.scripted import ScriptedTransport
@@ -174,10 +176,17 @@ def test_the_model_is_asked_again_at_most_max_again_times_a_run(tmp_path: Path) 
 
 
 @needs_bwrap
-def test_a_change_the_tests_already_failed_sent_again_ends_the_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "made",
+    [CALC_WRONG, CALC_WRONG + "\n"],  # the same change; one the file keeps without its blank
+    ids=["the-same-call", "the-same-code"],
+)
+def test_a_change_the_tests_already_failed_sent_again_ends_the_run(
+    tmp_path: Path, made: str
+) -> None:
     # the repository suite's dead end: the model's change fails the tests, the model sends it
     # again, and again until the breaker; the samples asked again never passed the tests there
-    script = [change(CALC_WRONG), change(CALC_WRONG), change(CALC_WRONG), change(CALC_FIXED)]
+    script = [change(made), change(CALC_WRONG), change(CALC_WRONG), change(CALC_FIXED)]
     resp, ops, transport = run_on_calc(tmp_path, script)
     assert ops.read_text() == CALC_WRONG
     assert len(transport.requests) == 2  # the model's two replies, nothing sampled
@@ -187,4 +196,52 @@ def test_a_change_the_tests_already_failed_sent_again_ends_the_run(tmp_path: Pat
         "has it, and the project's tests fail with it."
     )
     changes = [(e.arguments["code"], e.status) for e in resp.events if e.name == "replace_function"]
-    assert changes == [(CALC_WRONG, "done"), (CALC_WRONG, "failed")]
+    assert changes == [(made, "done"), (CALC_WRONG, "failed")]
+
+
+def _event(tool: str, status: str, arguments: dict[str, Any] | None = None) -> ToolEvent:
+    source = "rune" if tool == "run_tests" else "constrained"
+    return ToolEvent(tool, arguments or {}, status, source)  # type: ignore[arg-type]
+
+
+ADD_WRONG = {"path": "calc/ops.py", "name": "add", "code": CALC_WRONG}
+TESTS_FAILED = _event("run_tests", "failed")
+
+
+@pytest.mark.parametrize(
+    ("events", "call", "judged"),
+    [
+        (
+            [TESTS_FAILED, _event("replace_function", "done", ADD_WRONG), TESTS_FAILED],
+            ADD_WRONG,
+            "calc/ops.py (add)",
+        ),
+        # another function of the file: the tests never saw it changed
+        (
+            [TESTS_FAILED, _event("replace_function", "done", ADD_WRONG), TESTS_FAILED],
+            {**ADD_WRONG, "name": "mul"},
+            None,
+        ),
+        # the file read, never changed: the code the run started from
+        (
+            [TESTS_FAILED, _event("read_file", "done", {"path": "calc/ops.py"}), TESTS_FAILED],
+            {"path": "calc/ops.py", "content": CALC_BROKEN},
+            None,
+        ),
+        # the change was not made
+        (
+            [TESTS_FAILED, _event("replace_function", "failed", ADD_WRONG), TESTS_FAILED],
+            ADD_WRONG,
+            None,
+        ),
+        # no test run after it
+        ([TESTS_FAILED, _event("replace_function", "done", ADD_WRONG)], ADD_WRONG, None),
+    ],
+    ids=["changed-then-failed", "other-function", "only-read", "not-made", "not-tested-since"],
+)
+def test_a_change_is_judged_when_the_tests_failed_after_the_run_changed_its_place(
+    ws: Path, events: list[ToolEvent], call: dict[str, Any], judged: str | None
+) -> None:
+    state = LoopState(messages=[], protocol="constrained", events=list(events))
+    name = "write_file" if "content" in call else "replace_function"
+    assert judged_change(executor(ws), state, tool_request(name, call)) == judged

@@ -20,8 +20,9 @@ The model is asked again from the same conversation and the answer it would have
   change gives the model a new result to read where the same reply would give it the same
   error.
 
-A reply that re-sends a change the run already made, which the tests' last run failed, is
-the end of the run (:func:`judged_change`): the change runs as it is, the model reads that it
+A reply that re-sends a function (or file) the run already changed, as the file holds it now,
+when the tests' last run since that change failed, is the end of the run
+(:func:`judged_change`): the change runs as it is, the model reads that it
 changes nothing, and Rune's answer says where the run stopped. No sample is drawn: the stuck
 1.5B re-sent such a change until the breaker tripped, and in 40 runs of the spec and repository
 suites no sample asked again passed the tests (``bench/README.md``, fifteenth session).
@@ -79,22 +80,33 @@ def changes_nothing(executor: Executor, call: ToolRequest) -> NothingToChange | 
     return preparing_fails(executor, call, NothingToChange)
 
 
-def judged_change(state: LoopState, call: ToolRequest) -> str | None:
-    """What ``call`` changes (its path, and the function it names), when the run made this very
-    change before the tests' last run and that run failed; else None."""
+def judged_change(executor: Executor, state: LoopState, call: ToolRequest) -> str | None:
+    """Where ``call`` changes (its path, and the function it names), when the run changed that
+    place before the tests' last run and that run failed; else None. For a call that changes
+    nothing, the tests have then judged the very code it would leave, and it is not the code the
+    run started from (that one the model may re-send for want of seeing the bug: :mod:`rune.
+    assists.rewrite` and the samples here answer it)."""
     events = state.events
     runs = [n for n, e in enumerate(events) if e.source == LOOP_SOURCE]
     if not runs or events[runs[-1]].status != "failed":
         return None
-    signature = tool_request(call.name, call.arguments).signature
+    place = _place(call.arguments)
     if not any(
-        e.status == "done" and tool_request(e.name, e.arguments).signature == signature
+        e.status == "done" and executor.is_mutating(e.name) and _place(e.arguments) == place
         for e in events[: runs[-1]]
     ):
         return None
-    path, name = call.arguments.get("path"), call.arguments.get("name")
-    where = str(path or "the file")
-    return f"{where} ({name})" if isinstance(name, str) and name else where
+    path, name = place
+    return f"{path} ({name})" if name else path
+
+
+def _place(arguments: Mapping[str, Any]) -> tuple[str, str]:
+    """The file a change is to, and the function it names ("" for none). Not the whole call:
+    the change the run made may differ from the one re-sent by a blank the file does not keep,
+    or be the plain-Python version of a reply whose code did not parse (repo toolz-partition-all
+    at 20f9336)."""
+    path, name = arguments.get("path"), arguments.get("name")
+    return (str(path or "the file"), name if isinstance(name, str) else "")
 
 
 def preparing_fails(executor: Executor, call: ToolRequest, kind: type[E]) -> E | None:
@@ -133,7 +145,7 @@ class ReaskWhenNoChange(Assist):
         nothing = changes_nothing(executor, call)
         if nothing is None:
             return call
-        judged = judged_change(state, call)
+        judged = judged_change(executor, state, call)
         if judged is not None:
             # the tests already judged this very change: the stuck model re-sent it until the
             # breaker tripped, and in 40 runs of the spec and repository suites no sample asked
