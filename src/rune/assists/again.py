@@ -84,8 +84,8 @@ def judged_change(executor: Executor, state: LoopState, call: ToolRequest) -> st
     """Where ``call`` changes (its path, and the function it names), when the run changed that
     place before the tests' last run and that run failed; else None. For a call that changes
     nothing, the tests have then judged the very code it would leave, and it is not the code the
-    run started from (that one the model may re-send for want of seeing the bug: :mod:`rune.
-    assists.rewrite` and the samples here answer it)."""
+    run started from (that one the model may re-send for want of seeing the bug:
+    :mod:`rune.assists.rewrite` and the samples here answer it)."""
     events = state.events
     runs = [n for n, e in enumerate(events) if e.source == LOOP_SOURCE]
     if not runs or events[runs[-1]].status != "failed":
