@@ -41,7 +41,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from rune.assists import repair
-from rune.assists.tests import failed_test_run, started_with_tests
+from rune.assists.tests import failed_test_run, last_test_run, started_with_tests
 from rune.calls import tool_request
 from rune.errors import NothingToChange, RuneError
 from rune.formats import constrained
@@ -49,7 +49,6 @@ from rune.formats.constrained import ConstrainedCall
 from rune.messages import Message, OperatorResponse, ToolRequest
 from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
-from rune.runtime.breaker import LOOP_SOURCE
 from rune.tools import testing
 from rune.tools.spec import Executor, Trial, Trials, trials_of
 
@@ -87,13 +86,13 @@ def judged_change(executor: Executor, state: LoopState, call: ToolRequest) -> st
     run started from (that one the model may re-send for want of seeing the bug:
     :mod:`rune.assists.rewrite` and the samples here answer it)."""
     events = state.events
-    runs = [n for n, e in enumerate(events) if e.source == LOOP_SOURCE]
-    if not runs or events[runs[-1]].status != "failed":
+    last = last_test_run(events)
+    if last is None or events[last].status != "failed":
         return None
     place = _place(call.arguments)
     if not any(
         e.status == "done" and executor.is_mutating(e.name) and _place(e.arguments) == place
-        for e in events[: runs[-1]]
+        for e in events[:last]
     ):
         return None
     path, name = place
@@ -147,9 +146,7 @@ class ReaskWhenNoChange(Assist):
             return call
         judged = judged_change(executor, state, call)
         if judged is not None:
-            # the tests already judged this very change: the stuck model re-sent it until the
-            # breaker tripped, and in 40 runs of the spec and repository suites no sample asked
-            # again after it passed them (bench/README, fifteenth session)
+            # the tests already judged this very code: the run ends (the module's docstring)
             self.memory(state)["dead_end"] = judged
             return call
         if asked >= MAX_AGAIN or recalled.get("set_on_it"):

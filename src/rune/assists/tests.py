@@ -21,7 +21,13 @@ from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
 from rune.tools.spec import AutoCheck, AutoChecks
 
-__all__ = ["TestDriven", "failed_test_run", "started_with_tests", "unmoved_changes"]
+__all__ = [
+    "TestDriven",
+    "failed_test_run",
+    "last_test_run",
+    "started_with_tests",
+    "unmoved_changes",
+]
 
 
 NOTE_AFTER_UNMOVED = 2
@@ -56,12 +62,15 @@ def _failure(report: str | None) -> str:
     return "\n".join(lines)
 
 
+def last_test_run(events: Sequence[ToolEvent]) -> int | None:
+    """Where the tests' last run by the loop itself is in ``events`` (None: they never ran)."""
+    return next((n for n in reversed(range(len(events))) if events[n].source == LOOP_SOURCE), None)
+
+
 def failed_test_run(events: Sequence[ToolEvent]) -> ToolEvent | None:
     """The tests' last run by the loop itself, when it failed."""
-    for event in reversed(events):
-        if event.source == LOOP_SOURCE:
-            return event if event.status == "failed" else None
-    return None
+    last = last_test_run(events)
+    return events[last] if last is not None and events[last].status == "failed" else None
 
 
 def started_with_tests(state: LoopState) -> bool:
@@ -105,10 +114,10 @@ class TestDriven(Assist):
         auto = self.check(state)
         if auto is None or not started_with_tests(state):
             return None
-        last = max((n for n, e in enumerate(state.events) if e.source == LOOP_SOURCE), default=-1)
+        last = last_test_run(state.events)
         changed = [
             e
-            for e in state.events[last + 1 :]
+            for e in state.events[0 if last is None else last + 1 :]
             if e.status == "done" and loop.executor.is_mutating(e.name)
         ]
         if not changed:
