@@ -230,6 +230,7 @@ def served(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
         base_url=args.base_url.removesuffix("/").removesuffix("/v1") if args.base_url else None,
         as_embedded=False,
         no_prompt_cache=True,
+        option=[],  # the catalogue model's own generation options, as Rune runs it
     )
     with server_for(options) as (url, model, _choice, _slots):
         yield url, model

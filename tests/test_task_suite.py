@@ -18,8 +18,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from tests.fakes.openai_server import MODEL_ID, FakeOpenAIServer
+
 from aider_tasks import prompt_tokens
 from aider_tasks import run_task as aider_run_task
+from aider_tasks import served as aider_served
 from task_suites import (
     ALGO,
     REPO_SUITE,
@@ -236,6 +239,16 @@ def aider_args(script: Path) -> argparse.Namespace:
         aider=str(script), model="openai/m", base_url="http://127.0.0.1:9/v1", edit_format="",
         timeout=60.0,
     )  # fmt: skip
+
+
+def test_aider_is_pointed_at_the_server_given_with_the_model_it_serves() -> None:
+    # The Aider runner builds the options bench/tasks.py's server_for reads; an option that
+    # server gained and this runner lacked once stopped every Aider run before its first task.
+    with FakeOpenAIServer() as server:
+        args = argparse.Namespace(serve="qwen2.5-coder:1.5b", base_url=f"{server.base_url}/v1/")
+        with aider_served(args) as (url, model):
+            assert (url, model) == (server.base_url, MODEL_ID)
+    assert [r.path for r in server.requests] == ["/v1/models"]
 
 
 def test_aider_gets_the_stub_the_tests_read_only_and_auto_test_on_a_spec_task(
