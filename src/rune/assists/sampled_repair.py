@@ -7,7 +7,8 @@ changes from a fresh start (the system context and the request) through the loop
 :meth:`~rune.runtime.assist.Loop.ask`, so the budget and the events see each of them. Where the
 check is the project's tests, the first candidates are the changed function written afresh
 from its docstring (:func:`rune.assists.afresh.afresh_samples`): the tests tell a right rewrite
-from a wrong one, which the model's own check could not.
+from a wrong one, which the model's own check could not. When that function is written afresh
+(it had a docstring and was no stub), no samples from the fresh start follow.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from itertools import chain
 from typing import Any
 
 from rune.assists import repair
-from rune.assists.afresh import afresh_samples
+from rune.assists.afresh import afresh_samples, writes_afresh
 from rune.assists.rewrite import RewriteFromDocstring, written_afresh
 from rune.assists.tests import started_with_tests
 from rune.calls import tool_request
@@ -107,7 +108,11 @@ class SampledRepair(Assist):
         samples: Iterator[ConstrainedCall] = drawn
         if by_rune:
             report = check.error or ""
-            samples = chain(self._afresh(loop, state, call, trials, report, afresh), drawn)
+            rewrites = self._afresh(loop, state, call, trials, report, afresh)
+            # Samples from the fresh start re-draw the reply whose change failed; where the
+            # changed function is written afresh instead, they fixed nothing: in three whole
+            # runs of the repo suite 312 were drawn, none passed (bench/README.md).
+            samples = rewrites if writes_afresh(trials, call) else chain(rewrites, drawn)
         tried = {tool_request(call.name, call.arguments).signature}
         tried.update(
             tool_request(e.name, e.arguments).signature
@@ -131,7 +136,8 @@ class SampledRepair(Assist):
         if found.call is None:
             return call
         whose, it = ("the project's tests", "them") if by_rune else ("its own check", "that check")
-        if found.passes and any(found.call is c for c in afresh):
+        written = any(found.call is c for c in afresh)
+        if found.passes and written:
             loop.note(
                 state,
                 f"the model's change failed {whose}; Rune asked it to write "
@@ -145,10 +151,11 @@ class SampledRepair(Assist):
             )
         elif found.fewer is not None and baseline is not None:
             memory["progress"] = memory.get("progress", 0) + 1
+            how = "afresh from its docstring" if written else "from a fresh start"
             loop.note(
                 state,
                 f"the model's change failed {whose}; none of {found.drawn} other changes it "
-                f"wrote from a fresh start passes {it}, this one leaves {found.fewer[1]} "
+                f"wrote passes {it}; this one, written {how}, leaves {found.fewer[1]} "
                 f"failing instead of {baseline[1]}",
             )
         else:
