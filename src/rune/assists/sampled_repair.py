@@ -137,6 +137,7 @@ class SampledRepair(Assist):
             return call
         whose, it = ("the project's tests", "them") if by_rune else ("its own check", "that check")
         written = any(found.call is c for c in afresh)
+        how = "afresh from its docstring" if written else "from a fresh start"
         if found.passes and written:
             loop.note(
                 state,
@@ -151,7 +152,6 @@ class SampledRepair(Assist):
             )
         elif found.fewer is not None and baseline is not None:
             memory["progress"] = memory.get("progress", 0) + 1
-            how = "afresh from its docstring" if written else "from a fresh start"
             loop.note(
                 state,
                 f"the model's change failed {whose}; none of {found.drawn} other changes it "
@@ -162,8 +162,8 @@ class SampledRepair(Assist):
             loop.note(
                 state,
                 f"the model kept sending a change that failed {whose} the same way; none of "
-                f"{found.drawn} other changes it wrote from a fresh start passes {it}, "
-                "this one changes what the check reports as most of them do",
+                f"{found.drawn} other changes it wrote passes {it}; this one, written {how}, "
+                "changes what the check reports as most of them do",
             )
         return tool_request(found.call.name, found.call.arguments, None, call.source)
 
