@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,6 +51,16 @@ def coder_data_dir() -> Iterator[Path]:
     yield LIVE_DATA
 
 
+def fixed_place(name: str) -> Path:
+    """An empty directory at the same path in every run: the workspace's path is in the
+    model's prompt, and at temperature 0 the 1.5B's first reply changed with pytest's numbered
+    temp dir (the library bug fixed at pytest-56, not at pytest-59, the same code)."""
+    place = Path(tempfile.gettempdir()) / "rune-live" / name
+    shutil.rmtree(place, ignore_errors=True)
+    place.mkdir(parents=True)
+    return place
+
+
 def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -83,7 +94,7 @@ def rune_run(
 def test_rune_run_fixes_the_demo_bug_with_the_pulled_coder(
     coder_data_dir: Path, tmp_path: Path
 ) -> None:
-    project = create_demo_project(tmp_path / "demo")
+    project = create_demo_project(fixed_place("demo") / "demo")
     done = rune_run(coder_data_dir, tmp_path, project, DEMO_TASK, "--yes")
     transcript = done.stdout + done.stderr
     assert done.returncode == 0, transcript
@@ -120,7 +131,7 @@ def test_rune_run_fixes_a_bug_a_libraries_test_reports(
 ) -> None:
     """A repository-level bug end to end: Rune runs the named test itself, the model fixes
     the library (not the test), and the run ends done with the library's tests passing."""
-    project = tmp_path / "shop"
+    project = fixed_place("shop") / "shop"
     shutil.copytree(SHOP_REPO, project)
     path, right, wrong = SHOP_BUG
     source = (project / path).read_text()

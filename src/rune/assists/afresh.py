@@ -22,13 +22,7 @@ from rune.tools import testing
 from rune.tools.python_code import is_stub
 from rune.tools.spec import Trials
 
-__all__ = [
-    "AFRESH_FUNCTIONS",
-    "AFRESH_TEMPERATURE",
-    "AFRESH_TRIES",
-    "afresh_samples",
-    "writes_afresh",
-]
+__all__ = ["AFRESH_FUNCTIONS", "AFRESH_TEMPERATURE", "AFRESH_TRIES", "afresh_samples"]
 
 #: tries at writing a function afresh for a repair the project's tests judge: the first at the
 #: run's own options, the others sampled at :data:`AFRESH_TEMPERATURE`
@@ -76,7 +70,9 @@ def afresh_samples(
         targets.append((path, name, None))
     contracts: list[tuple[str, str, str, ToolRequest]] = []
     for path, name, sized in targets:
-        contract = _contract(trials, path, name)
+        content = trials.content_before_changes(path)
+        source = content.decode("utf-8", "replace") if content else ""
+        contract = contract_for(source, name) if source and not is_stub(source, name) else None
         if contract is not None:
             # a sample's output cap is sized by what it replaces: the model's change, or the
             # contract of a function it did not change
@@ -94,22 +90,6 @@ def afresh_samples(
             )
             if code is not None:
                 yield ConstrainedCall(TOOL, {"path": path, "name": name, "code": code})
-
-
-def writes_afresh(trials: Trials, call: ToolRequest) -> bool:
-    """Whether the function ``call`` changes is one :func:`afresh_samples` writes afresh: it
-    was in the file as the run found it, with a contract, and no stub."""
-    target = function_target(call)
-    return target is not None and _contract(trials, target[0], target[1]) is not None
-
-
-def _contract(trials: Trials, path: str, name: str) -> str | None:
-    """The contract of ``name`` in ``path`` as the run found it; None for a stub or none."""
-    content = trials.content_before_changes(path)
-    source = content.decode("utf-8", "replace") if content else ""
-    if not source or is_stub(source, name):
-        return None
-    return contract_for(source, name)
 
 
 def _same(path: str, name: str, other_path: str, other_name: str) -> bool:

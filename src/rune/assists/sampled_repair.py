@@ -7,8 +7,7 @@ changes from a fresh start (the system context and the request) through the loop
 :meth:`~rune.runtime.assist.Loop.ask`, so the budget and the events see each of them. Where the
 check is the project's tests, the first candidates are the changed function written afresh
 from its docstring (:func:`rune.assists.afresh.afresh_samples`): the tests tell a right rewrite
-from a wrong one, which the model's own check could not. When that function is written afresh
-(it had a docstring and was no stub), no samples from the fresh start follow.
+from a wrong one, which the model's own check could not.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from itertools import chain
 from typing import Any
 
 from rune.assists import repair
-from rune.assists.afresh import afresh_samples, writes_afresh
+from rune.assists.afresh import afresh_samples
 from rune.assists.rewrite import RewriteFromDocstring, written_afresh
 from rune.assists.tests import started_with_tests
 from rune.calls import tool_request
@@ -108,11 +107,7 @@ class SampledRepair(Assist):
         samples: Iterator[ConstrainedCall] = drawn
         if by_rune:
             report = check.error or ""
-            rewrites = self._afresh(loop, state, call, trials, report, afresh)
-            # Samples from the fresh start re-draw the reply whose change failed; where the
-            # changed function is written afresh instead, they fixed nothing: in three whole
-            # runs of the repo suite 312 were drawn, none passed (bench/README.md).
-            samples = rewrites if writes_afresh(trials, call) else chain(rewrites, drawn)
+            samples = chain(self._afresh(loop, state, call, trials, report, afresh), drawn)
         tried = {tool_request(call.name, call.arguments).signature}
         tried.update(
             tool_request(e.name, e.arguments).signature
