@@ -53,8 +53,9 @@ def coder_data_dir() -> Iterator[Path]:
 
 def fixed_place(name: str) -> Path:
     """An empty directory at the same path in every run: the workspace's path is in the
-    model's prompt, and at temperature 0 the 1.5B's first reply changed with pytest's numbered
-    temp dir (the library bug fixed at pytest-56, not at pytest-59, the same code)."""
+    model's prompt, so pytest's numbered temp dir changed the prompt from run to run. The
+    1.5B's first reply still varies at one path (1 of 3 differed); a wrong one is rescued by
+    the repair's samples from a fresh start, which is what the library test relies on."""
     place = Path(tempfile.gettempdir()) / "rune-live" / name
     shutil.rmtree(place, ignore_errors=True)
     place.mkdir(parents=True)
