@@ -13,7 +13,7 @@ from tests.test_test_driven import TEST_CALC, approve_all, change, executor, nee
 
 from rune.assists import standard_assists
 from rune.assists.afresh import AFRESH_TRIES
-from rune.assists.repair import SAMPLES
+from rune.assists.repair import SAMPLES, SAMPLES_AFTER_REWRITES
 from rune.assists.rewrite import MAX_CONTRACT_CHARS, contract_for
 from rune.errors import OtherDefinition, ServerError
 from rune.runtime.local_tool_runtime import LocalToolRuntime
@@ -384,7 +384,9 @@ def test_a_change_that_fails_the_tests_gives_way_to_the_function_written_afresh(
 @needs_bwrap
 def test_rewrites_that_fail_the_tests_are_followed_by_the_samples_once_per_run(ws: Path) -> None:
     ops = calc_package(ws)
-    script = [change(WRONG), *[written(WRONG)] * AFRESH_TRIES, *[change(WRONG)] * SAMPLES]
+    # after rewrites the tests failed, fewer samples from a fresh start than without them
+    after = [change(WRONG)] * SAMPLES_AFTER_REWRITES
+    script = [change(WRONG), *[written(WRONG)] * AFRESH_TRIES, *after]
     # then the same change again ("nothing to change"), and an answer, sent back once
     script += [change(WRONG), *[turn(answer="I cannot.")] * 2]
     resp, transport = run_repair(ws, script)
@@ -393,6 +395,25 @@ def test_rewrites_that_fail_the_tests_are_followed_by_the_samples_once_per_run(w
     assert transport.requests[2].options["temperature"] > 0  # the second try is sampled
     assert len(transport.requests) == len(script)
     assert ops.read_text() == WRONG
+    assert SAMPLES_AFTER_REWRITES < SAMPLES
+
+
+@needs_bwrap
+def test_a_sample_from_a_fresh_start_still_rescues_a_change_the_rewrites_could_not(
+    ws: Path,
+) -> None:
+    # The live test's small library: the 1.5B's first change is wrong, so are both rewrites of
+    # the function it changed, and a sample from a fresh start (the last one drawn) passes.
+    ops = calc_package(ws)
+    moved = "def add(a, b):\n" + DOC + "    return b - a\n"
+    samples = [change(moved)] * (SAMPLES_AFTER_REWRITES - 1) + [change(FIXED)]
+    script = [change(WRONG), *[written(WRONG)] * AFRESH_TRIES, *samples]
+    resp, transport = run_repair(ws, script)
+    assert resp.success, resp.error
+    assert ops.read_text() == FIXED
+    drawn = AFRESH_TRIES + SAMPLES_AFTER_REWRITES
+    assert any(f"of {drawn} other changes it wrote" in w for w in resp.warnings)
+    assert len(transport.requests) == len(script)
 
 
 @needs_bwrap

@@ -7,7 +7,8 @@ changes from a fresh start (the system context and the request) through the loop
 :meth:`~rune.runtime.assist.Loop.ask`, so the budget and the events see each of them. Where the
 check is the project's tests, the first candidates are the changed function written afresh
 from its docstring (:func:`rune.assists.afresh.afresh_samples`): the tests tell a right rewrite
-from a wrong one, which the model's own check could not.
+from a wrong one, which the model's own check could not. When the rewrites fail, fewer samples
+from a fresh start follow (:data:`rune.assists.repair.SAMPLES_AFTER_REWRITES`).
 """
 
 from __future__ import annotations
@@ -100,14 +101,21 @@ class SampledRepair(Assist):
 
         tool_names = frozenset(spec.name for spec in specs)
         limit = repair.sample_limit(ConstrainedCall(call.name, call.arguments), base.options)
-        drawn = repair.sample_changes(ask, base.options, tool_names, limit, first_seed=first_seed)
         # the check is Rune's own test run, or one the model wrote
         by_rune = check.source == LOOP_SOURCE
         afresh: list[ConstrainedCall] = []
-        samples: Iterator[ConstrainedCall] = drawn
+
+        def drawn() -> Iterator[ConstrainedCall]:
+            # asked only once the rewrites, if any, were tried (and failed): fewer after them
+            count = repair.SAMPLES_AFTER_REWRITES if afresh else repair.SAMPLES
+            yield from repair.sample_changes(
+                ask, base.options, tool_names, limit, count, first_seed=first_seed
+            )
+
+        samples: Iterator[ConstrainedCall] = drawn()
         if by_rune:
             report = check.error or ""
-            samples = chain(self._afresh(loop, state, call, trials, report, afresh), drawn)
+            samples = chain(self._afresh(loop, state, call, trials, report, afresh), samples)
         tried = {tool_request(call.name, call.arguments).signature}
         tried.update(
             tool_request(e.name, e.arguments).signature
