@@ -9,11 +9,7 @@ temperature 0, the others at 0.8 (one seed each); a hit is a try whose function 
 library's test file. This is what the repair's rewrites (``rune.assists.rewrite.afresh_samples``)
 build on; the oracle here is the buggy function itself, which a run has to find.
 
-    .venv/bin/python bench/repo_rewrite.py --tries 4 [--tasks 'toolz-*'] [--with-failure]
-
-``--with-failure`` adds how the bug's test fails to the request, as the repair's rewrites get
-it: Rune's digest of the test run, the project's code left out
-(:func:`rune.tools.testing.failures_shown`).
+    .venv/bin/python bench/repo_rewrite.py --tries 4 [--tasks 'toolz-*']
 
 Needs the pulled model (``rune pull qwen2.5-coder:1.5b``) and the suite's sdists (fetched once);
 run it alone on the machine.
@@ -36,9 +32,7 @@ from rune.assists.rewrite import _definition, contract_for, rewrite_prompt
 from rune.models.catalog import find, pulled_path
 from rune.models.embedded import EmbeddedLlamaServer
 from rune.runtime.blocks import code_blocks
-from rune.tools.commands import Outcome
 from rune.tools.python_code import replace_definition
-from rune.tools.testing import _BOOTSTRAP, TEST_TIMEOUT, failures_shown, verdict
 from task_suites import fetch_sdist, load_repo_suite, matches, plant, project_venv
 
 TEST_TIMEOUT_S = 60
@@ -79,24 +73,11 @@ def passes(workspace: Path, venv: Path, test_file: str) -> bool:
     return done.returncode == 0
 
 
-def failing(workspace: Path, venv: Path, test: str) -> str:
-    """How ``test`` fails, as the repair's rewrite is told: Rune's digest of the run, without
-    the project's code."""
-    python = str(venv / "bin" / "python")
-    done = subprocess.run(
-        [python, "-c", _BOOTSTRAP, test], cwd=workspace, capture_output=True, timeout=TEST_TIMEOUT
-    )
-    out = done.stdout + done.stderr
-    outcome = Outcome(done.returncode, timed_out=False, head=out, tail=b"", total=len(out))
-    return failures_shown(verdict(outcome, workspace).report)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="qwen2.5-coder:1.5b")
     parser.add_argument("--tries", type=int, default=2)
     parser.add_argument("--tasks", default="*", help="bug ids, shell patterns, comma-separated")
-    parser.add_argument("--with-failure", action="store_true", help="show how the test fails")
     args = parser.parse_args()
     entry = find(args.model)
     if entry is None or pulled_path(entry) is None:
@@ -121,12 +102,12 @@ def main() -> None:
                 if name is None or contract is None:
                     print(f"{bug.id:28} no contract ({name})", flush=True)
                     continue
-                failure = failing(workspace, venv, bug.test) if args.with_failure else ""
-                prompt = rewrite_prompt(bug.file, name, contract, failure)
                 started, tries = time.perf_counter(), []
                 for k in range(args.tries):
                     body = {
-                        "messages": [{"role": "user", "content": prompt}],
+                        "messages": [
+                            {"role": "user", "content": rewrite_prompt(bug.file, name, contract)}
+                        ],
                         "temperature": 0 if k == 0 else 0.8,
                         "seed": 1 + k,
                         "max_tokens": 700,

@@ -376,9 +376,6 @@ def test_a_change_that_fails_the_tests_gives_way_to_the_function_written_afresh(
     assert rewrite_requests(transport) == [1]
     asked = transport.requests[1].messages[0]["content"]
     assert "return a - b" not in asked and DOC.strip() in asked  # the bug left out
-    # how the test fails, without the project's code the digest shows beside it
-    assert "FAILED" in asked and "AssertionError: -1 != 5" in asked
-    assert "self.assertEqual(add(2, 3), 5)" in asked
     taken = "write add afresh from its docstring, and that passes them"
     assert any(taken in w for w in resp.warnings)
     assert resp.incomplete is None

@@ -24,7 +24,6 @@ from rune.tools.commands import bwrap_works, find_bwrap
 from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.tools.testing import (
     auto_check,
-    failures_shown,
     find_test_files,
     is_test_path,
     named_tests,
@@ -324,25 +323,6 @@ def test_a_function_a_package_takes_from_its_modules_is_shown_from_where_it_is(w
     digest = str(caught.value)
     assert "calc/seqs.py:\n" in digest and "return tail(1, seq)[0]" in digest
     assert shown_functions(digest) == [("calc/seqs.py", "last"), ("calc/seqs.py", "tail")]
-
-
-@needs_bwrap
-def test_a_digest_without_the_project_s_code_keeps_the_failure_and_the_test(ws: Path) -> None:
-    """What a function written afresh is told of the failure: the digest's source of the
-    project's code is the buggy body the rewrite must not see."""
-    (ws / "calc" / "seqs.py").write_text(SEQS)
-    (ws / "calc" / "__init__.py").write_text("from .seqs import *  # noqa\n")
-    (ws / "tests" / "test_seqs.py").write_text(TEST_SEQS_BY_PACKAGE)
-    with pytest.raises(ToolError) as caught:
-        executor(ws).run("run_tests", {"tests": "tests/test_seqs.py"})
-    digest = str(caught.value)
-    assert "return tail(1, seq)[0]" in digest
-    shown = failures_shown(digest)
-    assert shown.startswith("the tests failed (")
-    assert "FAILED test_last" in shown and "AssertionError: " in shown
-    assert 'actual = calc.last("ABCDE")' in shown  # the test's own source
-    assert "return tail(1, seq)[0]" not in shown and "return seq[n:]" not in shown
-    assert "Traceback in the project" not in shown and "Source of the code" not in shown
 
 
 def test_the_functions_a_digest_shows_are_read_back_without_the_tests() -> None:

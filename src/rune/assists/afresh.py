@@ -48,9 +48,7 @@ def afresh_samples(
     fails for a bug in the ``humanize`` it calls, and the 1.5B changed ``titleize``), up to
     :data:`AFRESH_FUNCTIONS`, each written afresh from its contract in the file as the run
     found it, in :data:`AFRESH_TRIES` rounds (the first at the run's own options), each asked
-    only when the one before was not taken, each shown how the tests fail (their digest
-    without the project's code: :func:`rune.tools.testing.failures_shown`). Shown only its
-    docstring and its imports, the 1.5B
+    only when the one before was not taken. Shown only its docstring and its imports, the 1.5B
     wrote the function a library's planted bug is in so that the library's tests passed in 7
     of 23 tasks (``bench/README.md``, eleventh session).
 
@@ -80,8 +78,6 @@ def afresh_samples(
             # contract of a function it did not change
             like = sized or tool_request(TOOL, {"path": path, "name": name, "code": contract})
             contracts.append((path, name, contract, like))
-    # how the tests fail, without the project's code (the bug's own body among it)
-    failing = testing.failures_shown(report)
     for k in range(AFRESH_TRIES):
         sampling = {"temperature": AFRESH_TEMPERATURE, "seed": repair.FIRST_SEED + k} if k else None
         for path, name, contract, like in contracts:
@@ -90,15 +86,7 @@ def afresh_samples(
                 continue
             asked.append(key)
             code = write_afresh(
-                loop,
-                state,
-                like,
-                name,
-                contract,
-                path=path,
-                by=by,
-                sampling=sampling,
-                failing=failing,
+                loop, state, like, name, contract, path=path, by=by, sampling=sampling
             )
             if code is not None:
                 yield ConstrainedCall(TOOL, {"path": path, "name": name, "code": code})

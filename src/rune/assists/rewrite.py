@@ -96,20 +96,13 @@ def contract_for(source: str, name: str) -> str | None:
     return None
 
 
-def rewrite_prompt(path: str, name: str, contract: str, failing: str = "") -> str:
-    """What the model is asked: ``contract`` is the file with the body of ``name`` left out;
-    ``failing``: how the project's tests fail on the code as it is (no project code in it:
-    :func:`rune.tools.testing.failures_shown`), when they judge the rewrite."""
+def rewrite_prompt(path: str, name: str, contract: str) -> str:
+    """What the model is asked: ``contract`` is the file with the body of ``name`` left out."""
     fence = "````" if "```" in contract else "```"
-    failure = ""
-    if failing.strip():
-        quote = "````" if "```" in failing else "```"
-        shown = f"{quote}\n{failing.strip()}\n{quote}"
-        failure = f"The project's tests fail on the present code:\n{shown}\n\n"
     return (
         f"Write the code of `{name}` in {path} as its docstring says: below is the file with "
         f"that code left out (`...`). Keep its name, signature and docstring.\n\n"
-        f"{path}\n{fence}python\n{contract.rstrip()}\n{fence}\n\n{failure}"
+        f"{path}\n{fence}python\n{contract.rstrip()}\n{fence}\n\n"
         f"Reply with the whole definition of `{name}` in one ```python block."
     )
 
@@ -258,12 +251,11 @@ def write_afresh(
     path: str,
     by: str,
     sampling: Mapping[str, Any] | None = None,
-    failing: str = "",
 ) -> str | None:
     """The definition of ``name`` the model writes from ``contract`` in place of ``call``'s
     code, or None: one plain request, no tools and no grammar, at the run's own options and
-    ``sampling`` over them; ``by``: the assist that asks; ``failing``: :func:`rewrite_prompt`'s."""
-    prompt = rewrite_prompt(path, name, contract, failing)
+    ``sampling`` over them; ``by``: the assist that asks."""
+    prompt = rewrite_prompt(path, name, contract)
     asking = f"to write {name} afresh"
     return ask_for_definition(loop, state, call, name, prompt, asking, by=by, sampling=sampling)
 

@@ -511,30 +511,6 @@ def shown_functions(digest: str) -> list[tuple[str, str]]:
     return found
 
 
-#: the digest's sections (:func:`_describe`) that show the project's code
-_CODE_SECTIONS = ("Traceback in the project:", "Source of the code it runs")
-#: ...and the one that shows the test again
-_TEST_SECTION = "The test:"
-
-
-def failures_shown(digest: str) -> str:
-    """A test digest without the project's code: each failing test's title and error, and the
-    test's own source. What a function written afresh may be shown of the failure: the source
-    the digest shows is the very body the rewrite must not see (it keeps the bug)."""
-    kept: list[str] = []
-    showing = True
-    for line in digest.splitlines():
-        if line.startswith("FAILED ") or line.startswith("Also failing: "):
-            showing = True
-        elif line.startswith(_CODE_SECTIONS):
-            showing = False
-        elif line == _TEST_SECTION:
-            showing = True
-        if showing:
-            kept.append(line)
-    return "\n".join(kept).strip()
-
-
 def _parse(path: Path) -> tuple[ast.Module, list[str]] | None:
     try:
         text = path.read_text(encoding="utf-8")
