@@ -330,9 +330,15 @@ def _start_pull(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        # as for a job at a terminal: SIGINT is not inherited ignored from a background run
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=_as_at_a_terminal,
     )
+
+
+def _as_at_a_terminal() -> None:
+    """The pull's signals as for a job at a terminal: a background run inherits SIGINT
+    ignored, and one under ``nohup`` SIGHUP (a pull leaves a signal it inherits ignored so)."""
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def _children(pid: int) -> list[int]:
