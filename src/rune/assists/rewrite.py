@@ -63,7 +63,7 @@ from rune.runtime.blocks import code_blocks
 from rune.runtime.breaker import LOOP_SOURCE
 from rune.runtime.chat import ChatRequest
 from rune.text import for_display
-from rune.tools.python_code import code_of, contract_of, local_contract_of, with_docstring
+from rune.tools.python_code import code_of, contract_of, local_contract_of
 from rune.tools.spec import Trials, trials_of
 
 __all__ = [
@@ -101,10 +101,9 @@ def rewrite_prompt(path: str, name: str, contract: str) -> str:
     fence = "````" if "```" in contract else "```"
     return (
         f"Write the code of `{name}` in {path} as its docstring says: below is the file with "
-        f"that code left out (`...`). Keep its name and signature.\n\n"
+        f"that code left out (`...`). Keep its name, signature and docstring.\n\n"
         f"{path}\n{fence}python\n{contract.rstrip()}\n{fence}\n\n"
-        f"Reply with the definition of `{name}` in one ```python block: its `def` line and "
-        "its code, without the docstring (the file keeps it)."
+        f"Reply with the whole definition of `{name}` in one ```python block."
     )
 
 
@@ -258,8 +257,7 @@ def write_afresh(
     ``sampling`` over them; ``by``: the assist that asks."""
     prompt = rewrite_prompt(path, name, contract)
     asking = f"to write {name} afresh"
-    code = ask_for_definition(loop, state, call, name, prompt, asking, by=by, sampling=sampling)
-    return with_docstring(code, contract, name) if code is not None else None
+    return ask_for_definition(loop, state, call, name, prompt, asking, by=by, sampling=sampling)
 
 
 def ask_for_definition(

@@ -392,25 +392,6 @@ def defined_inside(code: str, name: str) -> bool:
     return any(isinstance(n, ast.ClassDef) and any(_named(m, short) for m in n.body) for n in top)
 
 
-def with_docstring(code: str, source: str, name: str) -> str:
-    """``code``, a definition of the function ``name`` (``function`` or ``Class.method``),
-    dedented and with the docstring ``name`` has in ``source`` when it has none of its own;
-    ``code`` as it is when either does not parse. A function written afresh is asked for
-    without its docstring (the 1.5B spent a third of such a reply copying it, and on a
-    library's long docstring ran out of tokens before the code)."""
-    node = _function(source, name)
-    if node is None:
-        return code
-    start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-    lines = textwrap.dedent(source).splitlines(keepends=True)
-    present = textwrap.dedent("".join(lines[start - 1 : node.end_lineno]))
-    block = textwrap.dedent(code)
-    try:
-        return _keep_docstring(block, present, name.rsplit(".", 1)[-1])
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return code
-
-
 def _keep_docstring(block: str, present: str, name: str) -> str:
     """``block`` with the docstring of the definition it replaces (``present``) when its own
     definition of ``name`` has none. A small model rewriting a function drops its docstring
