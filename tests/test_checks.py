@@ -15,7 +15,8 @@ import pytest
 from rune.errors import ToolError, ToolInputError
 from rune.formats.constrained import constrained_prompt, turn_schema
 from rune.runtime.local_tool_runtime import LocalToolRuntime
-from rune.tools.checks import MAX_CODE_CHARS
+from rune.text import NO_OUTPUT
+from rune.tools.checks import MAX_CODE_CHARS, without_stray_closers
 from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.transport.scripted import ScriptedTransport
 
@@ -138,9 +139,46 @@ def test_a_failed_assertion_fails_the_check_with_its_message(ws: Path) -> None:
     assert "AssertionError: -1" in out and out.endswith("[exit code 1]")
 
 
-@pytest.mark.parametrize(
-    "code", ["", "   ", "assert 1\0", "assert 1\n" * 200, "print(1)", "x = 'assertion'"]
-)
+@needs_bwrap
+def test_a_check_that_ends_in_a_stray_bracket_runs_without_it_and_says_so(ws: Path) -> None:
+    # The 1.5B, under the grammar, closed its JSON object inside the check's string and sent
+    # the same check after each SyntaxError until the breaker stopped a right fix.
+    out = failed_check(ws, "from calc import add\nassert add(2, 3) == 5, add(2, 3)}")
+    assert "AssertionError: -1" in out  # the project's bug, not a SyntaxError of the check
+    assert out.endswith(
+        "[ran without the unmatched `}` at the end of the code, which did not parse]"
+    )
+    (ws / "calc.py").write_text(FIXED)
+    out = check(ws, "from calc import add\nassert add(2, 3) == 5, add(2, 3)})\n")
+    assert out.splitlines()[:2] == [NO_OUTPUT, "[exit code 0]"] and "unmatched `})`" in out
+    broken = failed_check(ws, "from calc import add\nassert add(2, 3) == 5 +")
+    assert "SyntaxError" in broken and "unmatched" not in broken
+
+
+def test_only_closing_brackets_that_keep_the_code_from_parsing_are_left_out() -> None:
+    assert without_stray_closers("assert f(1) == 6, f(1)}") == "assert f(1) == 6, f(1)"
+    assert without_stray_closers("x = {1: 2}\nassert x == {1: 2}") is None  # it parses
+    assert without_stray_closers("assert g([1, 2)]") is None  # no closer to drop helps
+    assert without_stray_closers("assert {1: 2}}\nx = 1") is None  # not at the end
+    assert without_stray_closers("assert (" + "(" * 300 + ")" * 302) is None  # too deep
+
+
+@needs_bwrap
+def test_a_check_that_only_prints_fails_with_what_it_printed_and_how_to_assert(ws: Path) -> None:
+    # Refused unseen, the 1.5B sent the same printing check again until the breaker stopped.
+    with pytest.raises(ToolError) as caught:
+        check(ws, "from calc import add\nprint(add(2, 3))")
+    out = str(caught.value)
+    assert out.startswith("a check must assert what the code should do; this code asserts nothing.")
+    assert "It printed:\n-1\n[exit code 0]\n" in out
+    assert out.endswith("assert add(2, 3) == (the value the task or the docstring asks for).")
+    with pytest.raises(ToolError) as caught:
+        check(ws, "x = 'assertion'")
+    assert f"It printed:\n{NO_OUTPUT}\n[exit code 0]\n" in str(caught.value)
+    assert str(caught.value).endswith("e.g. assert add(2, 3) == 5.")  # no print to build on
+
+
+@pytest.mark.parametrize("code", ["", "   ", "assert 1\0", "assert 1\n" * 200])
 @needs_bwrap
 def test_bad_code_is_a_typed_input_error(ws: Path, code: str) -> None:
     from rune.errors import ToolInputError

@@ -151,11 +151,21 @@ def test_what_cannot_be_tried_that_way_says_so(
     assert executor(ws).try_change("replace_function", arguments, "run_python", {}) is None
 
 
-def test_a_check_without_an_assert_proves_nothing_and_is_refused(ws: Path) -> None:
-    from rune.errors import ToolInputError
+@pytest.mark.bwrap
+def test_a_check_without_an_assert_proves_nothing_and_fails(ws: Path) -> None:
+    from rune.errors import ToolError, ToolInputError
 
-    with pytest.raises(ToolInputError, match="asserts nothing"):
-        executor(ws).run("run_python", {"code": "import calc; print(calc.add(2, 3))"})
+    code = {"code": "import calc; print(calc.add(2, 3))"}
+    with pytest.raises(ToolError, match="asserts nothing") as caught:
+        executor(ws).run("run_python", code)
+    assert not isinstance(caught.value, ToolInputError)  # it ran: the model sees what printed
+    assert "It printed:\n-1\n[exit code 0]" in str(caught.value)
+    assert str(caught.value).endswith(
+        "assert calc.add(2, 3) == (the value the task or the docstring asks for)."
+    )
+    # nor can it judge a change: no trial of it is made
+    change = {"path": "calc.py", "name": "add", "code": FIXED}
+    assert executor(ws).try_change("replace_function", change, "run_python", code) is None
 
 
 # --- the repair in the loop -------------------------------------------------------------------

@@ -15,6 +15,7 @@ big to scan for credential stores, a check is refused.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import difflib
@@ -22,6 +23,7 @@ import itertools
 import os
 import re
 import tempfile
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -71,12 +73,21 @@ def can_run_contained(ctx: ToolContext) -> bool:
 
 
 def run_python(ctx: ToolContext, args: Args) -> str:
-    trial = _verdict(_run_check(ctx, _check_code(args)), ctx.workspace)
+    code = _check_code(args, asserting=False)
+    if not _ASSERTS.search(code):
+        # Refused unseen, the 1.5B sent the same printing check again until the breaker
+        # stopped a run whose fix was right: it sees what its code printed, and how to assert.
+        outcome = format_outcome(_run_check(ctx, code), CHECK_TIMEOUT)
+        raise ToolError(f"{NO_ASSERT} It printed:\n{outcome}\n{_assert_instead(code)}")
+    trial = _verdict(_run_check(ctx, code), ctx.workspace)
+    report = trial.report
+    if code != args["code"]:
+        report += f"\n[{STRAY_CLOSERS_NOTE.format(closers=_stray_closers(args['code'], code))}]"
     if not trial.passed:
         # A failing check is a failed call: the model sees it as an error, the breaker counts
         # it, and the constrained protocol keeps asking for a check that passes.
-        raise ToolError(trial.report)
-    return trial.report
+        raise ToolError(report)
+    return report
 
 
 def try_with(ctx: ToolContext, args: Args, files: Mapping[Path, bytes]) -> Trial:
@@ -174,7 +185,9 @@ def _last_error(report: str) -> tuple[str | None, str | None]:
     return error, frame
 
 
-def _check_code(args: Args) -> str:
+def _check_code(args: Args, *, asserting: bool = True) -> str:
+    """The code to run for the check ``args`` (:func:`without_stray_closers`); a typed error
+    for code that cannot be one, and, with ``asserting``, for code that asserts nothing."""
     code = str(args["code"])
     if not code.strip():
         raise ToolInputError("code is empty.")
@@ -184,14 +197,87 @@ def _check_code(args: Args) -> str:
         raise ToolInputError(
             f"code is longer than {MAX_CODE_CHARS} characters; keep a check short."
         )
-    if not _ASSERTS.search(code):
+    if asserting and not _ASSERTS.search(code):
         # A check that only prints passes whatever the code does: a small model read "Fizz"
         # printed for fizzbuzz(15) and called it fixed.
-        raise ToolInputError(
-            "a check must assert what the code should do, e.g. assert add(2, 3) == 5; this "
-            "code asserts nothing."
-        )
-    return code
+        raise ToolInputError(f"{NO_ASSERT} {_assert_instead(code)}")
+    return without_stray_closers(code) or code
+
+
+#: why code that asserts nothing is no check (a run of it fails, with what it printed)
+NO_ASSERT = "a check must assert what the code should do; this code asserts nothing."
+
+
+def _assert_instead(code: str) -> str:
+    """How the printing ``code`` asserts instead: its last ``print(expression)`` as ``assert
+    expression == ...``, when it has one."""
+    printed: ast.expr | None = None
+    try:
+        for node in ast.walk(ast.parse(code)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "print"
+                and len(node.args) == 1
+            ):
+                printed = node.args[0]
+        shown = ast.unparse(printed) if printed is not None else None
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        shown = None
+    if shown is None or len(shown) > MAX_SHOWN_EXPRESSION or "\n" in shown:
+        return "Assert what the code should do instead, e.g. assert add(2, 3) == 5."
+    return (
+        f"Assert what the code should do instead: assert {shown} == (the value the task or "
+        "the docstring asks for)."
+    )
+
+
+#: the longest expression of the model's shown back in how to assert it
+MAX_SHOWN_EXPRESSION = 160
+
+
+#: what a check's result says when Rune ran it without the brackets it ended with
+STRAY_CLOSERS_NOTE = (
+    "ran without the unmatched {closers} at the end of the code, which did not parse"
+)
+_CLOSERS = "})]"
+
+
+def without_stray_closers(code: str) -> str | None:
+    """``code`` without the closing brackets it ends with, when it does not parse as it is
+    and does without them (the fewest that do); else None. Under the constrained protocol the
+    1.5B closed its JSON object inside the check's string (``assert best_value(items, 5) ==
+    6, best_value(items, 5)}``), and sent the same check again after each SyntaxError until
+    the breaker stopped a run whose fix was right (algorithm suite, 05_knapsack)."""
+    if _parses(code) is not False:
+        return None
+    trimmed = code.rstrip()
+    while trimmed and trimmed[-1] in _CLOSERS:
+        trimmed = trimmed[:-1].rstrip()
+        parses = _parses(trimmed)
+        if parses is None:
+            return None
+        if parses:
+            return trimmed
+    return None
+
+
+def _parses(code: str) -> bool | None:
+    """Whether ``code`` compiles; None when the compiler gives up on it (too deep)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the model's invalid escapes are not Rune's output
+            compile(code, "<check>", "exec", dont_inherit=True)
+    except SyntaxError:
+        return False
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    return True
+
+
+def _stray_closers(code: object, ran: str) -> str:
+    """The closers :func:`without_stray_closers` left out of ``code``, quoted."""
+    return "`" + "".join(c for c in str(code).rstrip()[len(ran) :] if not c.isspace()) + "`"
 
 
 def _run_check(ctx: ToolContext, code: str, *, over: Sequence[tuple[Path, Path]] = ()) -> Outcome:
