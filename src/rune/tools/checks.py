@@ -23,7 +23,6 @@ import itertools
 import os
 import re
 import tempfile
-import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -80,14 +79,11 @@ def run_python(ctx: ToolContext, args: Args) -> str:
         outcome = format_outcome(_run_check(ctx, code), CHECK_TIMEOUT)
         raise ToolError(f"{NO_ASSERT} It printed:\n{outcome}\n{_assert_instead(code)}")
     trial = _verdict(_run_check(ctx, code), ctx.workspace)
-    report = trial.report
-    if code != args["code"]:
-        report += f"\n[{STRAY_CLOSERS_NOTE.format(closers=_stray_closers(args['code'], code))}]"
     if not trial.passed:
         # A failing check is a failed call: the model sees it as an error, the breaker counts
         # it, and the constrained protocol keeps asking for a check that passes.
-        raise ToolError(report)
-    return report
+        raise ToolError(trial.report)
+    return trial.report
 
 
 def try_with(ctx: ToolContext, args: Args, files: Mapping[Path, bytes]) -> Trial:
@@ -186,8 +182,8 @@ def _last_error(report: str) -> tuple[str | None, str | None]:
 
 
 def _check_code(args: Args, *, asserting: bool = True) -> str:
-    """The code to run for the check ``args`` (:func:`without_stray_closers`); a typed error
-    for code that cannot be one, and, with ``asserting``, for code that asserts nothing."""
+    """The code of the check ``args``; a typed error for code that cannot be one, and, with
+    ``asserting``, for code that asserts nothing."""
     code = str(args["code"])
     if not code.strip():
         raise ToolInputError("code is empty.")
@@ -201,7 +197,7 @@ def _check_code(args: Args, *, asserting: bool = True) -> str:
         # A check that only prints passes whatever the code does: a small model read "Fizz"
         # printed for fizzbuzz(15) and called it fixed.
         raise ToolInputError(f"{NO_ASSERT} {_assert_instead(code)}")
-    return without_stray_closers(code) or code
+    return code
 
 
 #: why code that asserts nothing is no check (a run of it fails, with what it printed)
@@ -234,50 +230,6 @@ def _assert_instead(code: str) -> str:
 
 #: the longest expression of the model's shown back in how to assert it
 MAX_SHOWN_EXPRESSION = 160
-
-
-#: what a check's result says when Rune ran it without the brackets it ended with
-STRAY_CLOSERS_NOTE = (
-    "ran without the unmatched {closers} at the end of the code, which did not parse"
-)
-_CLOSERS = "})]"
-
-
-def without_stray_closers(code: str) -> str | None:
-    """``code`` without the closing brackets it ends with, when it does not parse as it is
-    and does without them (the fewest that do); else None. Under the constrained protocol the
-    1.5B closed its JSON object inside the check's string (``assert best_value(items, 5) ==
-    6, best_value(items, 5)}``), and sent the same check again after each SyntaxError until
-    the breaker stopped a run whose fix was right (algorithm suite, 05_knapsack)."""
-    if _parses(code) is not False:
-        return None
-    trimmed = code.rstrip()
-    while trimmed and trimmed[-1] in _CLOSERS:
-        trimmed = trimmed[:-1].rstrip()
-        parses = _parses(trimmed)
-        if parses is None:
-            return None
-        if parses:
-            return trimmed
-    return None
-
-
-def _parses(code: str) -> bool | None:
-    """Whether ``code`` compiles; None when the compiler gives up on it (too deep)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the model's invalid escapes are not Rune's output
-            compile(code, "<check>", "exec", dont_inherit=True)
-    except SyntaxError:
-        return False
-    except (ValueError, RecursionError, MemoryError):
-        return None
-    return True
-
-
-def _stray_closers(code: object, ran: str) -> str:
-    """The closers :func:`without_stray_closers` left out of ``code``, quoted."""
-    return "`" + "".join(c for c in str(code).rstrip()[len(ran) :] if not c.isspace()) + "`"
 
 
 def _run_check(ctx: ToolContext, code: str, *, over: Sequence[tuple[Path, Path]] = ()) -> Outcome:
