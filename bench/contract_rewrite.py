@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import re
 import subprocess
 import sys
@@ -30,7 +31,7 @@ import httpx
 from rune.models.catalog import find, pulled_path
 from rune.models.embedded import EmbeddedLlamaServer
 
-SUITE = Path(__file__).parent / "suites" / "algo"
+SUITES = Path(__file__).parent / "suites"
 _BLOCK = re.compile(r"```(?:python)?\n(.*?)```", re.S)
 
 
@@ -49,6 +50,15 @@ def without_bodies(source: str) -> str:
 
 
 def prompt(ask: str, task: Path, name: str, source: str) -> str:
+    if ask == "tests":
+        test = _test_file(task)
+        return (
+            f"Write the code of {name} in full: each function's body, as its docstring says. Keep "
+            f"the names and signatures. The tests in {test.name} must pass.\n\n{name}\n```python\n"
+            f"{without_bodies(source)}```\n\n{test.name}\n```python\n"
+            f"{test.read_text(encoding='utf-8')}```\n\n"
+            f"Reply with the whole file {name} in one ```python block."
+        )
     if ask == "line":
         request = (task / "task.md").read_text(encoding="utf-8").strip()
         return (
@@ -72,43 +82,72 @@ def hit(ask: str, task: Path, name: str, reply: str) -> bool:
     block = _BLOCK.search(reply)
     with tempfile.TemporaryDirectory() as scratch:
         Path(scratch, name).write_text(block.group(1) if block else "", encoding="utf-8")
-        check = (task / "check.py").read_text(encoding="utf-8")
-        done = subprocess.run(
-            [sys.executable, "-c", check], cwd=scratch, capture_output=True, timeout=120
-        )
+        if (task / "check.py").exists():
+            check = (task / "check.py").read_text(encoding="utf-8")
+            command = [sys.executable, "-c", check]
+        else:  # spec: the task's own test file
+            test = _test_file(task)
+            Path(scratch, test.name).write_bytes(test.read_bytes())
+            command = [sys.executable, "-m", "unittest", "-q", test.stem]
+        try:
+            done = subprocess.run(command, cwd=scratch, capture_output=True, timeout=120)
+        except subprocess.TimeoutExpired:
+            return False
     return done.returncode == 0
+
+
+def _test_file(task: Path) -> Path:
+    return next((task / "workspace").glob("test_*.py"))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ask", choices=["line", "contract"], default="contract")
+    parser.add_argument("--ask", choices=["line", "contract", "tests"], default="contract")
+    parser.add_argument("--suite", choices=["algo", "spec"], default="algo")
+    parser.add_argument("--replies", type=Path, help="write every reply here (JSON)")
+    parser.add_argument(
+        "--samples", type=int, default=1,
+        help="requests per task: the first at temperature 0, the others at 0.8 with seeds 1..",
+    )
     parser.add_argument("--model", default="qwen2.5-coder:1.5b")
     args = parser.parse_args()
     entry = find(args.model)
     if entry is None or pulled_path(entry) is None:
         sys.exit(f"pull the model first: rune pull {args.model}")
     hits = 0
-    tasks = sorted(p for p in SUITE.iterdir() if p.is_dir())
+    replies: dict[str, list[str]] = {}
+    tasks = sorted(p for p in (SUITES / args.suite).iterdir() if p.is_dir())
     with (
         tempfile.TemporaryDirectory() as scratch,
         EmbeddedLlamaServer(entry.path, ctx=entry.context, slot_dir=Path(scratch)) as server,
     ):
         for task in tasks:
-            name = next((task / "workspace").glob("*.py")).name
+            name = next(p for p in (task / "workspace").glob("*.py") if not p.name.startswith("test_")).name
             source = (task / "workspace" / name).read_text(encoding="utf-8")
             started = time.perf_counter()
-            body = {
-                "messages": [{"role": "user", "content": prompt(args.ask, task, name, source)}],
-                "temperature": 0,
-                "max_tokens": 700,
-            }
-            answer = httpx.post(f"{server.base_url}/v1/chat/completions", json=body, timeout=600)
-            reply = str(answer.json()["choices"][0]["message"]["content"])
-            found = hit(args.ask, task, name, reply)
-            hits += found
+            found = []
+            for k in range(args.samples):
+                body = {
+                    "messages": [
+                        {"role": "user", "content": prompt(args.ask, task, name, source)}
+                    ],
+                    "temperature": 0.8 if k else 0,
+                    "seed": k,
+                    "max_tokens": 700 if args.suite == "algo" else 1200,
+                }
+                url = f"{server.base_url}/v1/chat/completions"
+                answer = httpx.post(url, json=body, timeout=600)
+                reply = str(answer.json()["choices"][0]["message"]["content"])
+                found.append(hit(args.ask, task, name, reply))
+                replies.setdefault(task.name, []).append(reply)
+                if args.replies:
+                    args.replies.write_text(json.dumps(replies, indent=1), encoding="utf-8")
+            hits += any(found)
             seconds = time.perf_counter() - started
-            print(f"{task.name:28} {'hit' if found else 'miss':4} {seconds:5.1f} s", flush=True)
-    print(f"--ask {args.ask}: {hits}/{len(tasks)}")
+            marks = "".join("+" if f else "." for f in found)
+            print(f"{task.name:28} {'hit' if any(found) else 'miss':4} {marks:8} {seconds:5.1f} s",
+                  flush=True)
+    print(f"--ask {args.ask}: {hits}/{len(tasks)} (any of {args.samples})")
 
 
 if __name__ == "__main__":

@@ -170,6 +170,14 @@ def test_a_missing_function_is_added_at_the_end(ex: ToolExecutor, ws: Path) -> N
     assert (ws / "calc.py").read_text() == CALC + "\n\ndef sub(a, b):\n    return a - b\n"
 
 
+def test_a_new_function_may_share_a_name_only_with_a_global(ex: ToolExecutor, ws: Path) -> None:
+    source = "total = 0\n\n\ndef bump():\n    global total\n    total += 1\n"
+    (ws / "counter.py").write_text(source)
+    code = "def total():\n    return 0\n"
+    apply(ex, "replace_function", path="counter.py", name="total", code=code)
+    assert (ws / "counter.py").read_text() == source + "\n\n" + code
+
+
 def test_imports_sent_above_a_function_join_the_files_own_once(ex: ToolExecutor, ws: Path) -> None:
     # The 1.5B sent `from datetime import timedelta` above its function, four times: each
     # resend put one more import line above the definition, so it never read as "nothing to
@@ -200,6 +208,9 @@ REFUSALS = [
     ("calc.py", "add", "def add(a, b):\nreturn a", ToolError, "not valid Python on its own"),
     ("calc.py", "add", 'def add(a, b):\n    """Sum."""', ToolError, "has no body"),
     ("calc.py", "add", "def add(a, b):\n    ...", ToolError, "has no body"),
+    # a new function named after a variable of another one would never be called from there
+    ("calc.py", "b", "def b():\n    return 2", ToolInputError, "`b` is a variable in add (line 5)"),
+    ("calc.py", "x", "def x():\n    return 2", ToolInputError, "variable in Calc.twice (line 11)"),
 ]
 
 

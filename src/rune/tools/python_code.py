@@ -130,6 +130,17 @@ def replace_definition(path: Path, source: str, name: str, code: str) -> str:
     if not spans:
         if "." in name:
             raise ToolError(f"{shown} has no {name}; give an existing Class.method, or a name.")
+        variable = _variable_of(ast.parse(source), name)
+        if variable is not None:
+            # The 1.5B sent `def indegree(node): ...` for the dict `indegree` inside
+            # `topological_order`, in every run of that task: added at the end, the function
+            # would never be called from there, and the run took it for a fix.
+            owner, line = variable
+            raise ToolInputError(
+                f"{shown} has no function {name}: `{name}` is a variable in {owner} (line "
+                f"{line}), and a new function by that name would not change what {owner} "
+                f"does. To change it, send the whole definition of {owner}."
+            )
         head = "".join(lines).rstrip("\n")
         return (head + "\n\n\n" if head else "") + block
     span = spans[0]
@@ -463,6 +474,24 @@ def _definitions(tree: ast.Module, name: str) -> list[Definition]:
     if top:
         return top
     return [n for _, n in _walk_definitions(tree.body) if n.name == name]
+
+
+def _variable_of(tree: ast.Module, name: str) -> tuple[str, int] | None:
+    """The function (dotted, as ``Class.method``) that binds ``name`` as one of its own
+    variables or parameters, and the line, or None. A name it declares ``global`` is the
+    module's, not its own."""
+    for qualified, node in _walk_definitions(tree.body):
+        if isinstance(node, ast.ClassDef):
+            continue
+        inner = [n for stmt in node.body for n in ast.walk(stmt)]
+        if any(isinstance(n, ast.Global | ast.Nonlocal) and name in n.names for n in inner):
+            continue
+        for n in [*ast.walk(node.args), *inner]:
+            if (isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == name) or (
+                isinstance(n, ast.arg) and n.arg == name
+            ):
+                return qualified, n.lineno
+    return None
 
 
 def _named_in(body: list[ast.stmt], name: str) -> list[Definition]:
