@@ -21,6 +21,7 @@ above the boundary never sees them::
     │   ├── ToolInputError          unknown tool, missing or wrongly typed arguments
     │   │   ├── NothingToChange     a change whose file already holds exactly that content
     │   │   ├── OtherDefinition     code sent to replace a definition that does not define it
+    │   │   ├── VariableNotFunction a new function named after a variable of another function
     │   │   └── InvalidCode         code sent for a Python file that does not parse on its own
     │   ├── MissingBody             a definition sent with its signature and docstring alone
     │   ├── SandboxDenied           the sandbox refused a path: outside the roots, blocked,
@@ -130,6 +131,20 @@ class OtherDefinition(ToolInputError):
 
     def __init__(self, message: str, content: bytes | None = None) -> None:
         super().__init__(message)
+        self.content = content
+
+
+class VariableNotFunction(ToolInputError):
+    """A new function sent under the name of a variable (or parameter) of another function:
+    added at the end of the file it would never be called from there (the 1.5B sent
+    ``def indegree(node)`` for the dict ``indegree`` in ``topological_order``, in every run of
+    that task). ``owner``: that function (``Class.method`` for a method); ``content``: the bytes
+    the file holds, as :class:`NothingToChange` has them (:mod:`rune.assists.rewrite` writes
+    ``owner`` afresh)."""
+
+    def __init__(self, message: str, owner: str, content: bytes | None = None) -> None:
+        super().__init__(message)
+        self.owner = owner
         self.content = content
 
 

@@ -15,7 +15,14 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from rune.errors import InvalidCode, MissingBody, OtherDefinition, ToolError, ToolInputError
+from rune.errors import (
+    InvalidCode,
+    MissingBody,
+    OtherDefinition,
+    ToolError,
+    ToolInputError,
+    VariableNotFunction,
+)
 from rune.tools.display import for_display
 
 PYTHON_SUFFIXES = frozenset({".py", ".pyi"})
@@ -136,10 +143,12 @@ def replace_definition(path: Path, source: str, name: str, code: str) -> str:
             # `topological_order`, in every run of that task: added at the end, the function
             # would never be called from there, and the run took it for a fix.
             owner, line = variable
-            raise ToolInputError(
+            raise VariableNotFunction(
                 f"{shown} has no function {name}: `{name}` is a variable in {owner} (line "
                 f"{line}), and a new function by that name would not change what {owner} "
-                f"does. To change it, send the whole definition of {owner}."
+                f"does. To change it, send the whole definition of {owner}.",
+                owner,
+                source.encode("utf-8"),
             )
         head = "".join(lines).rstrip("\n")
         return (head + "\n\n\n" if head else "") + block
