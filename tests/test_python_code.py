@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rune.errors import ToolError, ToolInputError
+from rune.errors import ToolError, ToolInputError, VariableNotFunction
 from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.tools.files import shown_back
 
@@ -168,6 +168,16 @@ def test_a_missing_function_is_added_at_the_end(ex: ToolExecutor, ws: Path) -> N
         code="def sub(a, b):\n    return a - b\n",
     )
     assert (ws / "calc.py").read_text() == CALC + "\n\ndef sub(a, b):\n    return a - b\n"
+
+
+def test_a_new_function_named_after_a_variable_names_the_function_to_send(
+    ex: ToolExecutor, ws: Path
+) -> None:
+    code = "def b(x):\n    return x\n"
+    with pytest.raises(VariableNotFunction, match=r"`b` is a variable in add \(line 5\)") as raised:
+        ex.prepare("replace_function", {"path": "calc.py", "name": "b", "code": code})
+    assert raised.value.owner == "add"
+    assert (ws / "calc.py").read_text() == CALC
 
 
 def test_a_new_function_may_share_a_name_only_with_a_global(ex: ToolExecutor, ws: Path) -> None:

@@ -15,7 +15,7 @@ from rune.assists import standard_assists
 from rune.assists.afresh import AFRESH_TRIES
 from rune.assists.repair import SAMPLES, SAMPLES_AFTER_REWRITES
 from rune.assists.rewrite import MAX_CONTRACT_CHARS, contract_for
-from rune.errors import OtherDefinition, ServerError, VariableNotFunction
+from rune.errors import OtherDefinition, ServerError
 from rune.runtime.local_tool_runtime import LocalToolRuntime
 from rune.tools.python_code import (
     code_of,
@@ -166,39 +166,6 @@ def test_a_definition_sent_under_another_name_gets_the_function_written_afresh(
     made = [e for e in resp.events if e.name == "replace_function"]
     assert [(e.status, e.arguments["code"]) for e in made] == [("done", FIXED)]
     assert any("defines another name" in w for w in resp.warnings)
-
-
-def test_a_new_function_named_after_a_variable_gets_its_function_written_afresh(
-    ws: Path,
-) -> None:
-    # The 1.5B on topological_order: `def indegree(node): ...` for its dict `indegree`, in
-    # every run; the run ended in the breaker with the bug in place.
-    variable = {"path": "calc.py", "name": "b", "code": "def b(x):\n    return x\n"}
-    resp, transport = run(
-        ws,
-        [
-            turn(tool="replace_function", arguments=variable),
-            written(FIXED),
-            turn(answer="add adds now."),
-        ],
-    )
-    assert rewrite_requests(transport) == [1]
-    asked = str(transport.requests[1].messages[0]["content"])
-    assert "Write the code of `add` in calc.py" in asked and "return a - b" not in asked
-    assert (ws / "calc.py").read_text() == FIXED + "\n\ndef mul(a, b):\n    return a * b\n"
-    made = [e for e in resp.events if e.name == "replace_function"]
-    assert [(e.status, e.arguments["name"]) for e in made] == [("done", "add")]
-    assert any("for the variable b of add in calc.py" in w for w in resp.warnings)
-
-
-def test_a_new_function_named_after_a_variable_is_refused_with_its_function(
-    tmp_path: Path,
-) -> None:
-    source = tmp_path / "calc.py"
-    source.write_text(SOURCE)
-    with pytest.raises(VariableNotFunction, match=r"`b` is a variable in add \(line 1\)") as raised:
-        replace_definition(source, SOURCE, "b", "def b(x):\n    return x\n")
-    assert (raised.value.owner, raised.value.content) == ("add", SOURCE.encode())
 
 
 def test_a_definition_under_another_name_is_refused_with_what_to_send(tmp_path: Path) -> None:

@@ -138,14 +138,12 @@ class VariableNotFunction(ToolInputError):
     """A new function sent under the name of a variable (or parameter) of another function:
     added at the end of the file it would never be called from there (the 1.5B sent
     ``def indegree(node)`` for the dict ``indegree`` in ``topological_order``, in every run of
-    that task). ``owner``: that function (``Class.method`` for a method); ``content``: the bytes
-    the file holds, as :class:`NothingToChange` has them (:mod:`rune.assists.rewrite` writes
-    ``owner`` afresh)."""
+    that task, and left it in the file). ``owner``: that function (``Class.method`` for a
+    method), the one to send instead."""
 
-    def __init__(self, message: str, owner: str, content: bytes | None = None) -> None:
+    def __init__(self, message: str, owner: str) -> None:
         super().__init__(message)
         self.owner = owner
-        self.content = content
 
 
 class InvalidCode(ToolInputError):

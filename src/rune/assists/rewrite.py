@@ -54,13 +54,7 @@ from rune.assists import repair
 from rune.assists.again import changes_nothing
 from rune.assists.tests import failed_test_run
 from rune.calls import tool_request
-from rune.errors import (
-    MissingBody,
-    NothingToChange,
-    OtherDefinition,
-    RuneError,
-    VariableNotFunction,
-)
+from rune.errors import MissingBody, NothingToChange, OtherDefinition, RuneError
 from rune.formats.constrained import ConstrainedCall
 from rune.messages import Message, ToolRequest
 from rune.pause.state import LoopState
@@ -151,11 +145,6 @@ class RewriteFromDocstring(Assist):
         if target is None or state.opening is None:
             return call
         path, name, key = target
-        found = _could_not_write(loop, call)
-        if found is None:
-            return call
-        content, what, name = found
-        key = f"{path}::{name}"
         asked = self.recalled(state).get("asked", [])
         if key in asked:
             return call
@@ -166,6 +155,10 @@ class RewriteFromDocstring(Assist):
             # each cost a call of 20-50 s.)
             return call
         check = failed_test_run(state.events)
+        found = _could_not_write(loop, call)
+        if found is None:
+            return call
+        content, what = found
         source = content.decode("utf-8", errors="replace")
         contract = contract_for(source, name)
         if contract is None:
@@ -192,8 +185,7 @@ class RewriteFromDocstring(Assist):
                 return call  # the tests judge: a rewrite that fails them is no better
         loop.note(
             state,
-            f"the model {what.format(name=target[1], owner=name, path=shown)}; Rune asked it "
-            f"to write {name} "
+            f"the model {what.format(name=name, path=shown)}; Rune asked it to write {name} "
             "afresh from its docstring, and takes that"
             + (" (it passes the tests)" if check is not None else ""),
         )
@@ -338,25 +330,17 @@ _COULD_NOT_WRITE: dict[type[RuneError], str] = {
     NothingToChange: "re-sent {name} in {path} as it is",
     MissingBody: "sent {name} in {path} without its body",
     OtherDefinition: "sent code for {name} in {path} that defines another name",
-    VariableNotFunction: "sent a new function {name} for the variable {name} of {owner} in {path}",
 }
 
 
-def _could_not_write(loop: Loop, call: ToolRequest) -> tuple[bytes, str, str] | None:
-    """What the file holds, what the model did and the function to write afresh, when
-    ``call`` could not change a function: it re-sends the function exactly, sends its
-    signature and docstring alone, sends a definition of another name (that function), or a
-    new function named after a variable of another one (the other one); else None."""
-    target = function_target(call)
-    if target is None:
-        return None
+def _could_not_write(loop: Loop, call: ToolRequest) -> tuple[bytes, str] | None:
+    """What the file holds and what the model did, when ``call`` could not change the
+    function: it re-sends the function exactly, sends its signature and docstring alone, or
+    sends a definition of another name; else None."""
     try:
         loop.executor.prepare(call.name, call.arguments)
-    except (NothingToChange, MissingBody, OtherDefinition, VariableNotFunction) as err:
-        if err.content is None:
-            return None
-        name = err.owner if isinstance(err, VariableNotFunction) else target[1]
-        return err.content, _COULD_NOT_WRITE[type(err)], name
+    except (NothingToChange, MissingBody, OtherDefinition) as err:
+        return (err.content, _COULD_NOT_WRITE[type(err)]) if err.content is not None else None
     except RuneError:
         return None
     return None

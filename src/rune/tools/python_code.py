@@ -141,14 +141,13 @@ def replace_definition(path: Path, source: str, name: str, code: str) -> str:
         if variable is not None:
             # The 1.5B sent `def indegree(node): ...` for the dict `indegree` inside
             # `topological_order`, in every run of that task: added at the end, the function
-            # would never be called from there, and the run took it for a fix.
+            # would never be called from there, and it stayed in the file when the run ended.
             owner, line = variable
             raise VariableNotFunction(
                 f"{shown} has no function {name}: `{name}` is a variable in {owner} (line "
                 f"{line}), and a new function by that name would not change what {owner} "
                 f"does. To change it, send the whole definition of {owner}.",
                 owner,
-                source.encode("utf-8"),
             )
         head = "".join(lines).rstrip("\n")
         return (head + "\n\n\n" if head else "") + block
