@@ -1,15 +1,22 @@
-"""What a small model knows of the algorithm suite's bugs, asked plainly (no tools, no grammar).
+"""What a small model knows of a suite's tasks, asked plainly (no tools, no grammar).
 
-Two questions per task of ``bench/suites/algo`` (16 one-line bugs in textbook algorithms; only the
-docstring says what is right), each in one plain request at temperature 0 to the embedded server:
+Questions per task of ``bench/suites/algo`` (16 one-line bugs in textbook algorithms; only the
+docstring says what is right), or with ``--suite spec`` of ``bench/suites/spec`` (15 stubs to
+write from their docstrings; the task's own test file judges), each in one plain request at
+temperature 0 to the embedded server (``--samples K``: K requests, the others at temperature
+0.8 with seeds 1..K-1; a task counts when any one hits; ``--replies F`` keeps them):
 
 - ``--ask line``: the file and the task; "which line is wrong?" A hit: the reply holds the fixed
   line (spaces ignored).
 - ``--ask contract``: the file with every function's body left out (signature and docstring
   kept, ``...`` for the code); "write the bodies". A hit: the reply's code block passes the
-  task's hidden ``check.py``. This is what ``rune.assists.rewrite`` builds on.
+  task's hidden ``check.py`` (``spec``: its test file passes). This is what
+  ``rune.assists.rewrite`` builds on.
+- ``--ask tests`` (``spec``): the same, with the task's test file shown below the stub (the file
+  Aider gets with ``--read``).
 
     .venv/bin/python bench/contract_rewrite.py --ask contract
+    .venv/bin/python bench/contract_rewrite.py --suite spec --ask contract --samples 5
 
 Needs the pulled model (``rune pull qwen2.5-coder:1.5b``); run it alone on the machine.
 """
@@ -24,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -96,6 +104,11 @@ def hit(ask: str, task: Path, name: str, reply: str) -> bool:
     return done.returncode == 0
 
 
+def _own_files(task: Path) -> Iterator[Path]:
+    """The task's Python files that are not its tests."""
+    return (p for p in sorted((task / "workspace").glob("*.py")) if not p.name.startswith("test_"))
+
+
 def _test_file(task: Path) -> Path:
     return next((task / "workspace").glob("test_*.py"))
 
@@ -106,7 +119,9 @@ def main() -> None:
     parser.add_argument("--suite", choices=["algo", "spec"], default="algo")
     parser.add_argument("--replies", type=Path, help="write every reply here (JSON)")
     parser.add_argument(
-        "--samples", type=int, default=1,
+        "--samples",
+        type=int,
+        default=1,
         help="requests per task: the first at temperature 0, the others at 0.8 with seeds 1..",
     )
     parser.add_argument("--model", default="qwen2.5-coder:1.5b")
@@ -122,15 +137,13 @@ def main() -> None:
         EmbeddedLlamaServer(entry.path, ctx=entry.context, slot_dir=Path(scratch)) as server,
     ):
         for task in tasks:
-            name = next(p for p in (task / "workspace").glob("*.py") if not p.name.startswith("test_")).name
+            name = next(_own_files(task)).name
             source = (task / "workspace" / name).read_text(encoding="utf-8")
             started = time.perf_counter()
             found = []
             for k in range(args.samples):
                 body = {
-                    "messages": [
-                        {"role": "user", "content": prompt(args.ask, task, name, source)}
-                    ],
+                    "messages": [{"role": "user", "content": prompt(args.ask, task, name, source)}],
                     "temperature": 0.8 if k else 0,
                     "seed": k,
                     "max_tokens": 700 if args.suite == "algo" else 1200,
@@ -145,8 +158,10 @@ def main() -> None:
             hits += any(found)
             seconds = time.perf_counter() - started
             marks = "".join("+" if f else "." for f in found)
-            print(f"{task.name:28} {'hit' if any(found) else 'miss':4} {marks:8} {seconds:5.1f} s",
-                  flush=True)
+            print(
+                f"{task.name:28} {'hit' if any(found) else 'miss':4} {marks:8} {seconds:5.1f} s",
+                flush=True,
+            )
     print(f"--ask {args.ask}: {hits}/{len(tasks)} (any of {args.samples})")
 
 
