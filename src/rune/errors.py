@@ -135,7 +135,7 @@ class OtherDefinition(ToolInputError):
 
 
 class VariableNotFunction(ToolInputError):
-    """A new function sent under the name of a variable (or parameter) of another function:
+    """A new function sent under the name of a variable another function assigns:
     added at the end of the file it would never be called from there (the 1.5B sent
     ``def indegree(node)`` for the dict ``indegree`` in ``topological_order``, in every run of
     that task, and left it in the file). ``owner``: that function (``Class.method`` for a

@@ -485,19 +485,17 @@ def _definitions(tree: ast.Module, name: str) -> list[Definition]:
 
 
 def _variable_of(tree: ast.Module, name: str) -> tuple[str, int] | None:
-    """The function (dotted, as ``Class.method``) that binds ``name`` as one of its own
-    variables or parameters, and the line, or None. A name it declares ``global`` is the
-    module's, not its own."""
+    """The function (dotted, as ``Class.method``) that assigns ``name`` as one of its own
+    variables, and the line, or None. A parameter does not count (a new function of that name
+    may be what callers pass for it), nor a name the function declares ``global``."""
     for qualified, node in _walk_definitions(tree.body):
         if isinstance(node, ast.ClassDef):
             continue
         inner = [n for stmt in node.body for n in ast.walk(stmt)]
         if any(isinstance(n, ast.Global | ast.Nonlocal) and name in n.names for n in inner):
             continue
-        for n in [*ast.walk(node.args), *inner]:
-            if (isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == name) or (
-                isinstance(n, ast.arg) and n.arg == name
-            ):
+        for n in inner:
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == name:
                 return qualified, n.lineno
     return None
 
