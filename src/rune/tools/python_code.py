@@ -127,7 +127,8 @@ def replace_definition(path: Path, source: str, name: str, code: str) -> str:
         # the block they would land above the definition, and again at each resend (the 1.5B
         # sent the same function with its import four times; each added one more line).
         return _with_imports(replace_definition(path, source, name, block), imports)
-    spans = _find(ast.parse(source), name)
+    tree = ast.parse(source)
+    spans = _find(tree, name)
     lines = source.splitlines(keepends=True)
     if len(spans) > 1:
         raise ToolInputError(
@@ -137,7 +138,7 @@ def replace_definition(path: Path, source: str, name: str, code: str) -> str:
     if not spans:
         if "." in name:
             raise ToolError(f"{shown} has no {name}; give an existing Class.method, or a name.")
-        variable = _variable_of(ast.parse(source), name)
+        variable = _variable_of(tree, name)
         if variable is not None:
             # The 1.5B sent `def indegree(node): ...` for the dict `indegree` inside
             # `topological_order`, in every run of that task: added at the end, the function
