@@ -286,7 +286,8 @@ class ContextBudget:
         fresh = tuple(e for e in evicted if e not in self._reported)
         self._reported.update(fresh)
         shaped = [system, *conversation] if system else conversation
-        return ShapedRequest(shaped, {**self.options, "num_ctx": window}, fresh)
+        names = tuple(block.name for block in kept)
+        return ShapedRequest(shaped, {**self.options, "num_ctx": window}, fresh, names)
 
     @staticmethod
     def _results_of_turn(
