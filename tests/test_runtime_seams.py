@@ -61,7 +61,6 @@ class LineProtocol:
         options: Mapping[str, Any] | None,
         sink: DeltaSink,
         answer: bool,
-        withheld: frozenset[str] = frozenset(),
     ) -> ChatRequest:
         stop = {**(options or {}), "stop": ["\n\n"]}
         return ChatRequest(messages, think=think, options=stop, on_delta=sink)

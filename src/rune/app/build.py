@@ -101,25 +101,16 @@ def assists_for(
     run tests, the sampled repair, which tries changes with the built-in ``executor`` (an MCP
     server's tools are never tried), and the reminder when nothing changed."""
     from rune.assists import standard_assists
-    from rune.operator.blocks import is_small_workspace
 
-    workspace, policy = executor.workspace, executor.policy
     auto_checks = None
     if settings.auto_tests and offers_tests(executor):
+        workspace, policy = executor.workspace, executor.policy
 
         def auto_checks(request: str) -> AutoCheck | None:
             return auto_check(request, workspace, policy)
 
-    def whole_workspace_shown() -> bool:
-        return is_small_workspace(workspace, policy)
-
     return standard_assists(
-        auto_checks=auto_checks,
-        trials=executor,
-        without=without,
-        unchanged=True,
-        reask=True,
-        whole_workspace_shown=whole_workspace_shown,
+        auto_checks=auto_checks, trials=executor, without=without, unchanged=True, reask=True
     )
 
 

@@ -6,7 +6,6 @@ Each assist is one module: :mod:`~rune.assists.tests` (tests drive the loop),
 failure), :mod:`~rune.assists.unchanged` (nudge when nothing changed; its second nudge
 shows the named functions written afresh: :mod:`~rune.assists.offer`),
 :mod:`~rune.assists.valid` (ask for plain Python when a change's code does not parse),
-:mod:`~rune.assists.shown` (no reading of files the prompt shows whole, on the first turn),
 :mod:`~rune.assists.sampled_repair` (sampled repair; its first candidates where the tests judge:
 :mod:`~rune.assists.afresh`), :mod:`~rune.assists.rewrite` (write a function afresh from its
 docstring when the model re-sends it as it is),
@@ -18,8 +17,6 @@ the list the loop runs unless its caller picks another (the composition root doe
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from rune.assists.again import ReaskWhenNoChange
 from rune.assists.check import CheckBeforeAnswer
 from rune.assists.keep import KeepWhatPasses
@@ -27,7 +24,6 @@ from rune.assists.nudge import NudgeAfterFailure
 from rune.assists.reask import ReaskWhenCut
 from rune.assists.rewrite import RewriteFromDocstring
 from rune.assists.sampled_repair import SampledRepair
-from rune.assists.shown import NoReadingOfShownFiles
 from rune.assists.tests import TestDriven
 from rune.assists.unchanged import NudgeWhenUnchanged
 from rune.assists.valid import PlainWhenInvalid
@@ -38,7 +34,6 @@ __all__ = [
     "ASSIST_NAMES",
     "CheckBeforeAnswer",
     "KeepWhatPasses",
-    "NoReadingOfShownFiles",
     "NudgeAfterFailure",
     "NudgeWhenUnchanged",
     "PlainWhenInvalid",
@@ -58,7 +53,6 @@ ASSIST_NAMES = (
     "nudge",
     "unchanged",
     "valid",
-    "shown",
     "repair",
     "rewrite",
     "again",
@@ -73,7 +67,6 @@ def standard_assists(
     without: frozenset[str] = frozenset(),
     unchanged: bool = False,
     reask: bool = False,
-    whole_workspace_shown: Callable[[], bool] | None = None,
 ) -> list[Assist]:
     """Every assist that has what it needs (the tests need ``auto_checks``; the repair tries
     changes with ``trials``, by default the loop's executor when it can), but those named in
@@ -81,9 +74,7 @@ def standard_assists(
     command runs: a library caller's loop keeps the design's rule that an answer ends the run
     (a question asked as "fix..." is still answered). ``reask`` adds asking again when a reply
     is cut off, which the command runs too (a library caller's cut reply goes back to the
-    model as unusable, one model call each, as the design counts them).
-    ``whole_workspace_shown`` (whether the prompt's files block holds the whole workspace)
-    adds withholding the reading tools on a run's first turn when it does."""
+    model as unusable, one model call each, as the design counts them)."""
     tests = TestDriven(auto_checks) if auto_checks is not None and "tests" not in without else None
     assists: list[Assist | None] = [
         tests,
@@ -92,7 +83,6 @@ def standard_assists(
         NudgeAfterFailure(),
         NudgeWhenUnchanged(trials) if unchanged else None,
         PlainWhenInvalid(),
-        NoReadingOfShownFiles(whole_workspace_shown) if whole_workspace_shown else None,
         SampledRepair(trials),
         RewriteFromDocstring(trials),
         ReaskWhenNoChange(trials),

@@ -286,8 +286,7 @@ class ContextBudget:
         fresh = tuple(e for e in evicted if e not in self._reported)
         self._reported.update(fresh)
         shaped = [system, *conversation] if system else conversation
-        names = tuple(block.name for block in kept)
-        return ShapedRequest(shaped, {**self.options, "num_ctx": window}, fresh, names)
+        return ShapedRequest(shaped, {**self.options, "num_ctx": window}, fresh)
 
     @staticmethod
     def _results_of_turn(

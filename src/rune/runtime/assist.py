@@ -4,8 +4,6 @@ The loop (:class:`rune.runtime.runner.Runner`) runs every assist it was given, i
 
 - ``start``: before the first model call of a run that starts on a request;
 - ``answer_allowed``: the turn's schema (whether the next turn may be the final answer);
-- ``withheld``: the turn's schema (the tools the next turn may not call, given what its
-  prompt holds: the request as the shaper fitted it);
 - ``refusal``: before a change is prepared (why it may not be made);
 - ``after_result``: a call's result (text to add to what the model reads);
 - ``after_calls``: after the calls of a turn ran (it may end the run);
@@ -103,11 +101,6 @@ class Assist:
     def answer_allowed(self, loop: Loop, state: LoopState) -> bool:
         return True
 
-    def withheld(
-        self, loop: Loop, state: LoopState, shaped: ShapedRequest | None
-    ) -> frozenset[str]:
-        return frozenset()
-
     def refusal(self, loop: Loop, state: LoopState, request: ToolRequest) -> str | None:
         return None
 
@@ -159,7 +152,6 @@ class Hooks:
 
         self.start = at("start")
         self.answer_allowed = at("answer_allowed")
-        self.withheld = at("withheld")
         self.refusal = at("refusal")
         self.after_result = at("after_result")
         self.after_calls = at("after_calls")
@@ -172,7 +164,6 @@ class Hooks:
 _HOOKS = (
     "start",
     "answer_allowed",
-    "withheld",
     "refusal",
     "after_result",
     "after_calls",

@@ -21,14 +21,11 @@ __all__ = ["ChatRequest", "RequestShaper", "ShapedRequest", "transport_failure"]
 
 @dataclass(frozen=True)
 class ShapedRequest:
-    """What one chat call sends: the messages after eviction, options such as ``num_ctx``,
-    what was evicted (reported once), and the names of the context blocks the system message
-    holds (``"files"``: the workspace's files, as they are now)."""
+    """What one chat call sends: the messages after eviction, options such as ``num_ctx``."""
 
     messages: Sequence[Message]
     options: Mapping[str, Any] | None = None
     evicted: tuple[str, ...] = ()
-    blocks: tuple[str, ...] = ()
 
 
 class RequestShaper(Protocol):

@@ -89,13 +89,10 @@ class ToolProtocol(Protocol):
         options: Mapping[str, Any] | None,
         sink: DeltaSink,
         answer: bool,
-        withheld: frozenset[str] = frozenset(),
     ) -> ChatRequest:
         """The model call for ``messages``, with the protocol's part (tool schemas, a response
         schema, how deltas reach ``sink``). ``answer``: whether this turn may be the final
-        answer; ``withheld``: the tools this turn may not call. A protocol that cannot enforce
-        either without changing the prompt ignores it (the prompt is the server's cache key:
-        the tool list stays as it is)."""
+        answer (a protocol that cannot enforce it ignores it)."""
         ...
 
     def read_turn(self, result: ChatResult) -> Turn: ...

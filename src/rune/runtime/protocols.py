@@ -99,7 +99,6 @@ class NativeProtocol(_Tools):
         options: Mapping[str, Any] | None,
         sink: DeltaSink,
         answer: bool,
-        withheld: frozenset[str] = frozenset(),
     ) -> ChatRequest:
         return ChatRequest(messages, self._schemas, think, options, sink)
 
@@ -138,7 +137,6 @@ class TextProtocol(_Tools):
         options: Mapping[str, Any] | None,
         sink: DeltaSink,
         answer: bool,
-        withheld: frozenset[str] = frozenset(),
     ) -> ChatRequest:
         return ChatRequest(messages, None, think, options, sink)
 
@@ -172,8 +170,8 @@ class ConstrainedProtocol(_Tools):
 
     def __init__(self, specs: Sequence[ToolSpec], native_source: ToolSource) -> None:
         super().__init__(specs, native_source)
-        #: the turn's schema by (answer allowed, tools withheld): built once each
-        self._schemas: dict[tuple[bool, frozenset[str]], Mapping[str, Any]] = {}
+        self._turn_schema = constrained.turn_schema(specs)
+        self._unanswerable_schema = constrained.turn_schema(specs, answer=False)
 
     def prompt(self) -> str | None:
         return constrained.constrained_prompt(self.specs)
@@ -186,13 +184,8 @@ class ConstrainedProtocol(_Tools):
         options: Mapping[str, Any] | None,
         sink: DeltaSink,
         answer: bool,
-        withheld: frozenset[str] = frozenset(),
     ) -> ChatRequest:
-        key = (answer, withheld & self.tool_names)
-        schema = self._schemas.get(key)
-        if schema is None:
-            offered = [spec for spec in self.specs if spec.name not in key[1]]
-            schema = self._schemas[key] = constrained.turn_schema(offered, answer=answer)
+        schema: Mapping[str, Any] = self._turn_schema if answer else self._unanswerable_schema
         return ChatRequest(messages, None, think, options, constrained.TurnStream(sink), schema)
 
     def read_turn(self, result: ChatResult) -> Turn:

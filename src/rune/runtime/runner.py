@@ -11,7 +11,6 @@ with the events so far; the same failing call twice stops the run (rune.runtime.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from rune import events as ev
@@ -193,26 +192,10 @@ class Runner(Calls):
         self.endings.announce(state)
         allowed = all([a.answer_allowed(self, state) for a in self.hooks.answer_allowed])
         think = self.think if self.think is not None and self._supports_thinking() else None
-        protocol = self.protocol_of(state)
-
-        def request_of(withheld: frozenset[str]) -> ChatRequest:
-            return protocol.request(
-                state.messages,
-                think=think,
-                options=self.options,
-                sink=self.emit,
-                answer=allowed,
-                withheld=withheld,
-            )
-
-        request, shaped = request_of(frozenset()).shaped(self.shaper, self.model)
-        # What a turn may call depends on what its prompt holds, known once it is fitted (the
-        # shaper does not read the protocol's schema, only the tools sent beside the messages).
-        withheld = frozenset().union(
-            *[a.withheld(self, state, shaped) for a in self.hooks.withheld]
+        request = self.protocol_of(state).request(
+            state.messages, think=think, options=self.options, sink=self.emit, answer=allowed
         )
-        if withheld:
-            request = replace(request, response_schema=request_of(withheld).response_schema)
+        request, shaped = request.shaped(self.shaper, self.model)
         if shaped is not None and shaped.evicted:
             state.evicted.extend(shaped.evicted)
         result = request.send(self.transport, self.model)

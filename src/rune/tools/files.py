@@ -335,7 +335,7 @@ def shown_back(before: bytes | None, after: bytes, *, sent: object = None) -> st
     if first >= last:
         removed = len(old) - len(new)
         return f"; {removed} line(s) removed after line {first}" if new else "; the file is empty"
-    if isinstance(sent, str) and _among(new[first:last], sent):
+    if isinstance(sent, str) and "\n".join(["", *new[first:last], ""]) in f"\n{sent}\n":
         return f". Lines {first + 1}-{last} now read as you sent them"
     shown = new[first : min(last, first + SHOWN_BACK_LINES)]
     body = "\n".join(
@@ -344,13 +344,6 @@ def shown_back(before: bytes | None, after: bytes, *, sent: object = None) -> st
     more = last - first - len(shown)
     note = f"\n[{more} more changed line(s) not shown]" if more else ""
     return f". Lines {first + 1}-{last} now read:\n{body}{note}"
-
-
-def _among(lines: list[str], sent: str) -> bool:
-    """Whether ``lines`` stand in ``sent`` one after another, whatever their trailing
-    whitespace (the file loses what a small model leaves on its blank lines)."""
-    wanted = "\n".join(["", *(line.rstrip() for line in lines), ""])
-    return wanted in "\n".join(["", *(line.rstrip() for line in sent.split("\n")), ""])
 
 
 def file_change_tool(spec: ToolSpec, planner: Planner) -> BuiltinTool:
