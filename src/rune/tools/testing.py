@@ -28,6 +28,7 @@ from rune.tools.checks import can_run_contained, run_read_only, trial_binds
 from rune.tools.command_paths import runs_or_reads, tests_named
 from rune.tools.commands import Outcome, format_outcome
 from rune.tools.display import for_display
+from rune.tools.examples import examples_note, run_examples
 from rune.tools.locate import is_skipped, project_files
 from rune.tools.sandbox import SandboxPolicy
 from rune.tools.spec import AutoCheck, ToolSpec, Trial
@@ -275,7 +276,9 @@ def run_tests(ctx: ToolContext, args: Args) -> str:
     if trial.own_fault:
         raise TestsNotRun(trial.report)
     if not trial.passed:
-        raise ToolError(trial.report)
+        # what the model reads (a repair's trials are judged by the tests alone)
+        note = examples_note(run_examples(ctx, shown_functions(trial.report)))
+        raise ToolError(f"{trial.report}\n\n{note}" if note else trial.report)
     return trial.report
 
 
