@@ -491,6 +491,42 @@ def test_different_arguments_have_their_own_streak(project: Path) -> None:
     assert resp.success and [e.status for e in resp.events] == ["failed"] * 3
 
 
+def test_a_read_made_again_right_after_itself_fails_and_its_second_repeat_stops_the_run(
+    project: Path,
+) -> None:
+    """The 1.5B read the same two lines of a module six times in a row, to the end of its
+    budget: each read worked, so the breaker never counted one."""
+    read = call("read_file", path="calc.py", offset=1, limit=2)
+    rt, transport = runtime(project, [tools(read) for _ in range(8)])
+    resp = rt.run(USER)
+    assert [e.status for e in resp.events] == ["done", "failed", "failed"]
+    assert resp.events[1].error is not None and "your last call again" in resp.events[1].error
+    assert resp.error == breaker_message("read_file", 2) and resp.error_kind == "CircuitBreaker"
+    assert len(transport.requests) == 3
+
+
+def test_a_read_made_again_after_another_call_or_with_another_result_is_a_read(
+    project: Path,
+) -> None:
+    (project / "other.py").write_text("X = 1\n")
+    read = call("read_file", path="calc.py")
+    rt, _ = runtime(
+        project,
+        [
+            tools(read),
+            tools(call("read_file", path="other.py")),
+            tools(read),
+            tools(call("write_file", path="calc.py", content=FIXED)),
+            tools(read),
+            text("done"),
+        ],
+    )
+    resp = rt.run(USER)
+    while resp.pending is not None:
+        resp = rt.approve(resp.pending_state)
+    assert resp.success and [e.status for e in resp.events] == ["done"] * 5
+
+
 def test_breaker_covers_denied_mutations_in_the_approval_branch(project: Path) -> None:
     denied = call("write_file", path="/etc/nope.txt", content="x")
     rt, _ = runtime(project, [tools(denied), tools(denied), text("never reached")])

@@ -2,7 +2,10 @@
 
 Two failures of the same call in a row stop it (``streak``); so do two failures of one call
 with only failing calls between (two calls taking turns: a change that changes nothing, a check
-that fails, the same change again; each answer will be the same).
+that fails, the same change again; each answer will be the same). A call that only reads or
+checks, made again right after itself with the same result (:func:`same_again`), fails: the
+1.5B read the same two lines of a library's module six times in a row, to the end of its
+budget, and each read worked, so nothing stopped it.
 """
 
 from __future__ import annotations
@@ -12,7 +15,14 @@ from typing import Final
 from rune.calls import tool_request
 from rune.pause.state import LoopState
 
-__all__ = ["BREAKER_THRESHOLD", "LOOP_SOURCE", "breaker_message", "repeat_message", "tripped"]
+__all__ = [
+    "BREAKER_THRESHOLD",
+    "LOOP_SOURCE",
+    "breaker_message",
+    "repeat_message",
+    "same_again",
+    "tripped",
+]
 
 BREAKER_THRESHOLD = 2
 #: the source of the calls the loop (an assist) makes itself: not the model's, never counted
@@ -30,6 +40,27 @@ def repeat_message(name: str, count: int) -> str:
     return (
         f"tool {name} failed {count} times with identical arguments, with only failing calls "
         "between — stopping before the iteration budget burns"
+    )
+
+
+def same_again(state: LoopState, signature: str, output: str) -> str | None:
+    """Why a call that changes nothing (a read, a check) counts as failing, or None: it is the
+    model's last call again, and gives what that one gave (nothing the model did since could
+    change it). Its second repeat trips the breaker."""
+    for event in reversed(state.events):
+        if event.source == LOOP_SOURCE:
+            continue
+        same = tool_request(event.name, event.arguments).signature == signature
+        if same and event.status == "failed":
+            continue  # this call, refused as a repeat already: the read before it counts
+        if not same or event.status != "done" or event.output != output:
+            return None
+        break
+    else:
+        return None
+    return (
+        "this is your last call again, and it gives what it gave then: nothing has changed "
+        "since. Act on what it showed (change the code, or answer), or do something else."
     )
 
 

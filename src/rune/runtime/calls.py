@@ -19,7 +19,7 @@ from rune.messages import OperatorResponse, ToolEvent, ToolRequest, ToolStatus
 from rune.pause.seal import load_or_create_key
 from rune.pause.state import LoopState, PendingState
 from rune.runtime.assist import Hooks, Loop
-from rune.runtime.breaker import tripped
+from rune.runtime.breaker import same_again, tripped
 from rune.runtime.endings import Endings
 from rune.runtime.protocol import ToolProtocol
 from rune.tools.spec import Executor, GrantsReads, NeedsApproval, PreparedChange
@@ -111,6 +111,9 @@ class Calls:
             return self._pause(state, request, needed.change)
         except Exception as err:
             return self._record_failure(state, request, err)
+        again = same_again(state, request.signature, output)
+        if again is not None:
+            return self._record_failure(state, request, ToolError(again))
         self._record_success(state, request, output)
         return None
 

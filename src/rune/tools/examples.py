@@ -179,12 +179,14 @@ def run_examples(ctx: ToolContext, functions: Sequence[tuple[str, str]]) -> list
 
 
 def examples_note(found: Sequence[Examples]) -> str:
-    """What the examples said, for the digest: the functions whose examples fail first, the
-    innermost first (a digest shows a function before those it calls), then those that pass.
-    Empty when none ran."""
+    """What the examples said, for the digest: the functions whose examples fail, the innermost
+    first (a digest shows a function before those it calls), then those whose examples pass.
+    Empty when no example fails."""
     failing = [e for e in reversed(found) if e.failed and e.first is not None]
     passing = [e for e in found if e.attempted and not e.failed and e.error is None]
-    if not failing and not passing:
+    if not failing:
+        # examples that all pass say nothing of where the bug is, and a small model reads
+        # the digest again after every change
         return ""
     lines = ["Examples in the docstrings of the code it runs:"]
     for e in failing:
