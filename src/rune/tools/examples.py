@@ -3,12 +3,13 @@
 A test of ``titleize`` failed for a bug in the ``humanize`` it calls, and the 1.5B, shown all
 three functions the test runs, changed ``underscore``. The library's own docstrings said which
 one was wrong: ``humanize("employee_salary")`` gave ``'Employeesalary'`` where its example
-says ``'Employee salary'``, and ``underscore``'s examples passed. In 21 of the 25 bugs of the
-repo-level suite the function with the bug has examples that fail because of it
-(``bench/README.md``). So where a failing test's digest shows functions with examples, Rune
-runs those examples (contained and read-only, as ``run_python`` runs a check) and says, for
-each, the first that fails, or that they pass. Examples are the project's own word, as its
-tests are; they run only in a digest of the project's tests, never in place of them.
+says ``'Employee salary'``, and ``underscore``'s examples passed. In 19 of the 25 bugs of the
+repo-level suite the function with the bug has examples that fail because of it, and in 18
+the digest shows that function (``bench/README.md``). So where a failing test's digest shows
+functions with examples, Rune runs those examples (contained and read-only, as ``run_python``
+runs a check) and, when one fails, says the first that fails in each function and which
+functions' examples pass. Examples are the project's own word, as its tests are; they run
+only in a digest of the project's tests, never in place of them.
 """
 
 from __future__ import annotations
@@ -24,7 +25,15 @@ from rune.tools.base import ToolContext
 from rune.tools.checks import run_read_only
 from rune.tools.display import for_display
 
-__all__ = ["EXAMPLES_TIMEOUT", "SHOWN_EXAMPLES", "Examples", "examples_note", "run_examples"]
+__all__ = [
+    "EXAMPLES_TIMEOUT",
+    "SHOWN_EXAMPLES",
+    "Examples",
+    "examples_note",
+    "has_examples",
+    "module_of",
+    "run_examples",
+]
 
 #: functions whose examples one digest runs
 SHOWN_EXAMPLES = 3
