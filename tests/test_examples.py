@@ -63,12 +63,10 @@ class TestTitleize(unittest.TestCase):
 @pytest.fixture
 def ws(tmp_path: Path) -> Path:
     path = tmp_path / "ws"
-    (path / "words").mkdir(parents=True)
-    (path / "words" / "__init__.py").write_text("")
-    (path / "words" / "inflect.py").write_text(WORDS)
-    (path / "tests").mkdir()
-    (path / "tests" / "__init__.py").write_text("")
-    (path / "tests" / "test_words.py").write_text(TEST_WORDS)
+    files = {"words/inflect.py": WORDS, "tests/test_words.py": TEST_WORDS}
+    for name, text in {**files, "words/__init__.py": "", "tests/__init__.py": ""}.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
     return path
 
 
