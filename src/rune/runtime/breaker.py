@@ -2,10 +2,10 @@
 
 Two failures of the same call in a row stop it (``streak``); so do two failures of one call
 with only failing calls between (two calls taking turns: a change that changes nothing, a check
-that fails, the same change again; each answer will be the same). A call that only reads or
-checks, made again right after itself with the same result (:func:`same_again`), fails: the
-1.5B read the same two lines of a library's module six times in a row, to the end of its
-budget, and each read worked, so nothing stopped it.
+that fails, the same change again; each answer will be the same). A call that only reads,
+made again right after itself with the same result (:func:`same_again`), fails: the 1.5B read
+the same two lines of a library's module six times in a row, to the end of its budget, and
+each read worked, so nothing stopped it. (A check made again is the check assist's to judge.)
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def repeat_message(name: str, count: int) -> str:
 
 
 def same_again(state: LoopState, signature: str, output: str) -> str | None:
-    """Why a call that changes nothing (a read, a check) counts as failing, or None: it is the
+    """Why a call that changes nothing (a read) counts as failing, or None: it is the
     model's last call again, and gives what that one gave (nothing the model did since could
     change it). Its second repeat trips the breaker."""
     for event in reversed(state.events):
