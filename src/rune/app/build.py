@@ -80,8 +80,12 @@ def build_operator(
 
 
 def _generation_options(settings: Settings, choice: BackendChoice) -> dict[str, object] | None:
-    """Ollama-style options: the settings, over the catalogue model's own defaults."""
+    """Ollama-style options: the settings, over the catalogue model's own defaults (and its
+    banned tokens, which only the embedded llama.cpp, the catalogue's one backend, reads)."""
     options: dict[str, object] = dict(choice.catalog.options) if choice.catalog else {}
+    if choice.catalog and choice.catalog.banned_tokens:
+        # llama-server's spelling: [token id, false] is never sampled
+        options["logit_bias"] = [[token, False] for token in choice.catalog.banned_tokens]
     if choice.demo_model:
         options.setdefault("num_predict", DEMO_MODEL_MAX_OUTPUT_TOKENS)
     if settings.max_output_tokens is not None:

@@ -39,6 +39,13 @@ class WheelPart:
 #: starts repeating itself inside a JSON string would otherwise fill the window (8,192 tokens,
 #: some 10 minutes on two cores). 1,024 tokens hold a small file rewritten whole.
 CODER_OPTIONS: dict[str, float | int] = {"temperature": 0.0, "seed": 1, "num_predict": 1024}
+#: Qwen2.5's ``<|im_start|>``, the token that opens a turn. Under a grammar llama.cpp lets a
+#: control token through when its text fits (this one's text fits inside a JSON string) and
+#: streams it as nothing: asked to write a function, the 1.5B closed its code where the string
+#: could not end and wrote ``<|im_start|>`` 940 times to the 1,024-token cap, 100 s of a reply
+#: that showed no growth for the repetition guard to see (``bench/README.md``). A reply never
+#: needs it: a turn ends with ``<|im_end|>``.
+QWEN_TURN_START = 151644
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +53,9 @@ class CatalogModel:
     """A model Rune can pull: where its bytes come from and what they must hash to.
 
     ``rank`` orders the pulled models when none is named (highest first); ``options`` are the
-    generation settings it is run with by default (a small model wants greedy decoding).
+    generation settings it is run with by default (a small model wants greedy decoding);
+    ``banned_tokens``: the ids of tokens it is never let write (the file's hash pins its
+    vocabulary).
     """
 
     name: str
@@ -58,6 +67,7 @@ class CatalogModel:
     rank: int
     context: int = 8192
     options: dict[str, float | int] = field(default_factory=dict)
+    banned_tokens: tuple[int, ...] = ()
 
     @property
     def download_size(self) -> int:
@@ -125,6 +135,7 @@ QWEN_CODER_1_5B = CatalogModel(
     ),
     rank=30,
     options=dict(CODER_OPTIONS),
+    banned_tokens=(QWEN_TURN_START,),
 )
 
 QWEN_CODER_0_5B = CatalogModel(
@@ -149,6 +160,7 @@ QWEN_CODER_0_5B = CatalogModel(
     ),
     rank=20,
     options=dict(CODER_OPTIONS),
+    banned_tokens=(QWEN_TURN_START,),
 )
 
 SMOLLM2_135M = CatalogModel(

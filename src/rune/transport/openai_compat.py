@@ -58,6 +58,8 @@ OPTION_FIELDS = {
     "max_tokens": "max_tokens",
     "num_predict": "max_tokens",
     "tool_choice": "tool_choice",
+    # token id → bias; llama-server also takes [[id, false], ...]: never sampled
+    "logit_bias": "logit_bias",
     # llama-server: False makes it evaluate the whole prompt afresh instead of reusing the
     # cached prefix (a fresh server's numerics, so greedy decoding repeats exactly)
     "cache_prompt": "cache_prompt",
