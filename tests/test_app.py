@@ -28,7 +28,13 @@ from rune.app import (
 )
 from rune.distribution import embedded_install_hint
 from rune.errors import BackendUnavailable, SandboxDenied, SessionLocked
-from rune.models.catalog import QWEN_CODER_0_5B, QWEN_CODER_1_5B, STAMP_SUFFIX, CatalogModel
+from rune.models.catalog import (
+    QWEN_CODER_0_5B,
+    QWEN_CODER_1_5B,
+    QWEN_TURN_START,
+    STAMP_SUFFIX,
+    CatalogModel,
+)
 from rune.sessions import SessionStore
 from rune.settings.config import LoadedConfig, Settings, load
 from rune.tools.executor import validate_write_path
@@ -224,10 +230,28 @@ def test_generation_options_are_the_catalogue_defaults_under_the_settings(tmp_pa
     choice = EmbeddedBackend("test", QWEN_CODER_1_5B.path, QWEN_CODER_1_5B)
     transport = ScriptedTransport([])
     operator = build_operator(settings(tmp_path), choice, transport, "m")
-    assert operator.budget.options == {"temperature": 0.0, "seed": 1, "num_predict": 1024}
+    never = [[QWEN_TURN_START, False]]  # llama-server's "never sample this token"
+    assert operator.budget.options == {
+        "temperature": 0.0,
+        "seed": 1,
+        "num_predict": 1024,
+        "logit_bias": never,
+    }
     mine = settings(tmp_path, temperature=0.7, seed=42, max_output_tokens=300)
     operator = build_operator(mine, choice, transport, "m")
-    assert operator.budget.options == {"temperature": 0.7, "seed": 42, "num_predict": 300}
+    assert operator.budget.options == {
+        "temperature": 0.7,
+        "seed": 42,
+        "num_predict": 300,
+        "logit_bias": never,
+    }
+    # a GGUF file of the user's own: Rune does not know its vocabulary, and bans nothing
+    own = EmbeddedBackend("test", tmp_path / "own.gguf")
+    assert build_operator(mine, own, transport, "m").budget.options == {
+        "temperature": 0.7,
+        "seed": 42,
+        "num_predict": 300,
+    }
 
 
 # --- the sandbox from settings -------------------------------------------------------------

@@ -117,7 +117,7 @@ def test_request_is_translated_to_the_openai_shape(server: FakeOpenAIServer) -> 
     assert chat.headers["Authorization"] == "Bearer sk-local"
 
 
-def test_tool_choice_passes_through_and_unlimited_num_predict_is_left_out(
+def test_tool_choice_and_logit_bias_pass_through_and_unlimited_num_predict_is_left_out(
     server: FakeOpenAIServer,
 ) -> None:
     server.script(text_reply("ok"))
@@ -126,10 +126,16 @@ def test_tool_choice_passes_through_and_unlimited_num_predict_is_left_out(
             MODEL_ID,
             [{"role": "user", "content": "hi"}],
             tools=[READ_TOOL],
-            options={"tool_choice": "required", "num_predict": -1, "mirostat": 2},
+            options={
+                "tool_choice": "required",
+                "num_predict": -1,
+                "mirostat": 2,
+                "logit_bias": [[151644, False]],
+            },
         )
     (body,) = server.chat_bodies
     assert body["tool_choice"] == "required"
+    assert body["logit_bias"] == [[151644, False]]
     assert "max_tokens" not in body
     assert "mirostat" not in body and "num_ctx" not in body
 
