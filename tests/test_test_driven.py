@@ -325,6 +325,36 @@ def test_a_function_a_package_takes_from_its_modules_is_shown_from_where_it_is(w
     assert shown_functions(digest) == [("calc/seqs.py", "last"), ("calc/seqs.py", "tail")]
 
 
+TEST_SEQS_OVER_LINES = """\
+import unittest
+
+import calc as c
+
+
+class TestLast(unittest.TestCase):
+    def test_last(self):
+        for seq, expected in [("AB", "B"), ("ABCDE", "E")]:
+            self.assertEqual(
+                c.last(seq), expected
+            )
+"""
+
+
+@needs_bwrap
+def test_the_call_on_the_next_line_of_a_failing_assert_is_shown(ws: Path) -> None:
+    """more-itertools' DistributeTest: the traceback names ``self.assertEqual(``, and the call
+    under test stands on the line below it; no source was shown, the 1.5B searched the wrong
+    module for ``mi.distribute`` and answered that the test is wrong."""
+    (ws / "calc" / "seqs.py").write_text(SEQS)
+    (ws / "calc" / "__init__.py").write_text("from .seqs import *  # noqa\n")
+    (ws / "tests" / "test_seqs.py").write_text(TEST_SEQS_OVER_LINES)
+    with pytest.raises(ToolError) as caught:
+        executor(ws).run("run_tests", {"tests": "tests/test_seqs.py"})
+    digest = str(caught.value)
+    assert "tests/test_seqs.py:9 in test_last" in digest
+    assert shown_functions(digest) == [("calc/seqs.py", "last"), ("calc/seqs.py", "tail")]
+
+
 def test_the_functions_a_digest_shows_are_read_back_without_the_tests() -> None:
     digest = (
         "The test:\ntests/test_x.py:\n    7      def test_f(self):\n"

@@ -557,10 +557,35 @@ def _called_sources(workspace: Path, test_file: str, line: int) -> list[str]:
     tree, _ = parsed
     imported = _imports(tree)
     test = _enclosing_function(tree, line)
-    shown = _sources_of(workspace, imported, _calls(tree, line, line))
+    first, last = _statement_lines(tree, line)
+    shown = _sources_of(workspace, imported, _calls(tree, first, last))
     if not shown and test is not None:
-        shown = _sources_of(workspace, imported, _calls(test, test.lineno, line))
+        shown = _sources_of(workspace, imported, _calls(test, test.lineno, last))
     return shown
+
+
+_COMPOUND = (
+    ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.TryStar,
+    ast.Match, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+)  # fmt: skip
+
+
+def _statement_lines(tree: ast.Module, line: int) -> tuple[int, int]:
+    """The lines of the simple statement a traceback's ``line`` starts: a traceback names a
+    call's first line, and an ``assertEqual(`` formatted over three lines has the call under
+    test on the next (more-itertools' ``DistributeTest``). A compound statement's header is
+    the line alone (its body is not what failed)."""
+    simple = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.stmt)
+        and not isinstance(node, _COMPOUND)
+        and node.lineno <= line <= (node.end_lineno or node.lineno)
+    ]
+    innermost = max(simple, key=lambda node: node.lineno, default=None)
+    if innermost is None:
+        return line, line
+    return innermost.lineno, innermost.end_lineno or line
 
 
 def _enclosing_function(
