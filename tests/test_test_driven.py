@@ -297,6 +297,17 @@ def test_the_functions_a_shown_function_calls_are_shown_beside_it(ws: Path) -> N
     assert "calc/seqs.py (last calls it):" in digest and "return seq[n:]" in digest
 
 
+def package_test_digest(ws: Path, test_source: str) -> str:
+    """The digest of a failing run of ``test_source``, which reaches ``SEQS`` through the
+    package ``calc`` (``from .seqs import *``, as more-itertools and toolz export)."""
+    (ws / "calc" / "seqs.py").write_text(SEQS)
+    (ws / "calc" / "__init__.py").write_text("from .seqs import *  # noqa\n")
+    (ws / "tests" / "test_seqs.py").write_text(test_source)
+    with pytest.raises(ToolError) as caught:
+        executor(ws).run("run_tests", {"tests": "tests/test_seqs.py"})
+    return str(caught.value)
+
+
 TEST_SEQS_BY_PACKAGE = """\
 import unittest
 
@@ -315,12 +326,7 @@ def test_a_function_a_package_takes_from_its_modules_is_shown_from_where_it_is(w
     """more-itertools: the test calls ``mi.tail`` (``from .recipes import *`` in the package),
     then fails on ``self.assertEqual(actual, expected)``: no source was shown, and the 1.5B
     made up a module of its own."""
-    (ws / "calc" / "seqs.py").write_text(SEQS)
-    (ws / "calc" / "__init__.py").write_text("from .seqs import *  # noqa\n")
-    (ws / "tests" / "test_seqs.py").write_text(TEST_SEQS_BY_PACKAGE)
-    with pytest.raises(ToolError) as caught:
-        executor(ws).run("run_tests", {"tests": "tests/test_seqs.py"})
-    digest = str(caught.value)
+    digest = package_test_digest(ws, TEST_SEQS_BY_PACKAGE)
     assert "calc/seqs.py:\n" in digest and "return tail(1, seq)[0]" in digest
     assert shown_functions(digest) == [("calc/seqs.py", "last"), ("calc/seqs.py", "tail")]
 
@@ -345,12 +351,7 @@ def test_the_call_on_the_next_line_of_a_failing_assert_is_shown(ws: Path) -> Non
     """more-itertools' DistributeTest: the traceback names ``self.assertEqual(``, and the call
     under test stands on the line below it; no source was shown, the 1.5B searched the wrong
     module for ``mi.distribute`` and answered that the test is wrong."""
-    (ws / "calc" / "seqs.py").write_text(SEQS)
-    (ws / "calc" / "__init__.py").write_text("from .seqs import *  # noqa\n")
-    (ws / "tests" / "test_seqs.py").write_text(TEST_SEQS_OVER_LINES)
-    with pytest.raises(ToolError) as caught:
-        executor(ws).run("run_tests", {"tests": "tests/test_seqs.py"})
-    digest = str(caught.value)
+    digest = package_test_digest(ws, TEST_SEQS_OVER_LINES)
     assert "tests/test_seqs.py:9 in test_last" in digest
     assert shown_functions(digest) == [("calc/seqs.py", "last"), ("calc/seqs.py", "tail")]
 
