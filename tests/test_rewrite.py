@@ -392,7 +392,23 @@ def test_rewrites_that_fail_the_tests_are_followed_by_the_samples_once_per_run(w
     resp, transport = run_repair(ws, script)
     assert not resp.success or resp.incomplete is not None  # the tests still fail
     assert rewrite_requests(transport) == list(range(1, 1 + AFRESH_TRIES))  # none asked again
-    assert transport.requests[2].options["temperature"] > 0  # the second try is sampled
+    greedy, sampled, failing = (transport.requests[k] for k in range(1, 1 + AFRESH_TRIES))
+    assert "temperature" not in greedy.options and "temperature" not in failing.options
+    assert sampled.options["temperature"] > 0
+    # the last round is shown what its rewrite must pass: the failing test's code and its
+    # error (the tests' run before the change), not the buggy source; the others the contract alone
+    asked = failing.messages[0]["content"]
+    shown = asked.split("The tests fail now:\n", 1)[1].split("\n\nReply with", 1)[0]
+    assert shown.startswith("FAILED test_add") and "self.assertEqual(add(2, 3), 5)" in shown
+    assert "-1 != 5" in shown and "Source of the code" not in shown and "a - b" not in shown
+    assert asked.rstrip().endswith(
+        "Reply with the whole definition of `add` in one ```python block."
+    )
+    for alone in (greedy, sampled):
+        assert "The tests fail now" not in alone.messages[0]["content"]
+        assert alone.messages[0]["content"] == asked.replace(
+            f"The tests fail now:\n{shown}\n\n", ""
+        )
     assert len(transport.requests) == len(script)
     assert ops.read_text() == WRONG
     assert SAMPLES_AFTER_REWRITES < SAMPLES

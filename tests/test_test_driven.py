@@ -25,6 +25,7 @@ from rune.tools.executor import SandboxPolicy, ToolExecutor
 from rune.tools.testing import (
     auto_check,
     find_test_files,
+    first_failure,
     is_test_path,
     named_tests,
     plan_tests,
@@ -354,6 +355,18 @@ def test_the_call_on_the_next_line_of_a_failing_assert_is_shown(ws: Path) -> Non
     digest = package_test_digest(ws, TEST_SEQS_OVER_LINES)
     assert "tests/test_seqs.py:9 in test_last" in digest
     assert shown_functions(digest) == [("calc/seqs.py", "last"), ("calc/seqs.py", "tail")]
+
+
+def test_the_first_failure_of_a_digest_is_read_back_without_the_source_it_shows() -> None:
+    digest = (
+        "the tests failed (2 failed in 0.04s)\n\nFAILED test_a\n  AssertionError: 1 != 2\n"
+        "The test:\nt.py:\n    3  def test_a():\nSource of the code it runs:\npkg/a.py:\n"
+        "   10  def f(x):\n\nFAILED test_b\n  ValueError: boom"
+    )
+    assert first_failure(digest) == (
+        "FAILED test_a\n  AssertionError: 1 != 2\nThe test:\nt.py:\n    3  def test_a():"
+    )
+    assert first_failure("the tests failed:\nno digest") is None
 
 
 def test_the_functions_a_digest_shows_are_read_back_without_the_tests() -> None:

@@ -9,6 +9,7 @@ the model changed, then those the failing tests point at.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from rune.assists import repair
@@ -22,12 +23,40 @@ from rune.tools import testing
 from rune.tools.python_code import is_stub
 from rune.tools.spec import Trials
 
-__all__ = ["AFRESH_FUNCTIONS", "AFRESH_TEMPERATURE", "AFRESH_TRIES", "afresh_samples"]
+__all__ = [
+    "AFRESH_FUNCTIONS",
+    "AFRESH_ROUNDS",
+    "AFRESH_TEMPERATURE",
+    "AFRESH_TRIES",
+    "AfreshRound",
+    "afresh_samples",
+]
 
-#: tries at writing a function afresh for a repair the project's tests judge: the first at the
-#: run's own options, the others sampled at :data:`AFRESH_TEMPERATURE`
-AFRESH_TRIES = 2
+
+@dataclass(frozen=True)
+class AfreshRound:
+    """One round of writing the functions afresh: at the run's own options or sampled (at
+    :data:`AFRESH_TEMPERATURE`), and with the first failing test below the contract or not."""
+
+    name: str
+    sampled: bool = False
+    shows_failure: bool = False
+
+
+#: the rounds, in order: the contract alone, at the run's options and then sampled, and last
+#: the contract with the failing test below it. Shown the failing test, the 1.5B's rewrite of
+#: inflection's ``camelize`` passed where it had failed without it, but those of more-itertools'
+#: ``powerset`` and boltons' ``indent`` failed where they had passed without it; and asked before
+#: the sampled round, it changed what that round drew (``indent``'s passed no more): llama.cpp's
+#: numbers depend on what its cache holds (``bench/README.md``, twenty-third session)
+AFRESH_ROUNDS = (
+    AfreshRound("greedy"),
+    AfreshRound("sampled", sampled=True),
+    AfreshRound("failing", shows_failure=True),
+)
+AFRESH_TRIES = len(AFRESH_ROUNDS)
 AFRESH_TEMPERATURE = 0.8
+_SAMPLED_SEED = repair.FIRST_SEED + 1
 #: the functions written afresh for one repair: the one the model changed, and where the
 #: failing tests point
 AFRESH_FUNCTIONS = 3
@@ -47,8 +76,8 @@ def afresh_samples(
     then the other project functions the failing tests' ``report`` shows (a test of ``titleize``
     fails for a bug in the ``humanize`` it calls, and the 1.5B changed ``titleize``), up to
     :data:`AFRESH_FUNCTIONS`, each written afresh from its contract in the file as the run
-    found it, in :data:`AFRESH_TRIES` rounds (the first at the run's own options), each asked
-    only when the one before was not taken. Shown only its docstring and its imports, the 1.5B
+    found it, in the :data:`AFRESH_ROUNDS`, each asked only when the one before was not
+    taken. Shown only its docstring and its imports, the 1.5B
     wrote the function a library's planted bug is in so that the library's tests passed in 7
     of 23 tasks (``bench/README.md``, eleventh session).
 
@@ -78,15 +107,28 @@ def afresh_samples(
             # contract of a function it did not change
             like = sized or tool_request(TOOL, {"path": path, "name": name, "code": contract})
             contracts.append((path, name, contract, like))
-    for k in range(AFRESH_TRIES):
-        sampling = {"temperature": AFRESH_TEMPERATURE, "seed": repair.FIRST_SEED + k} if k else None
+    failure = testing.first_failure(report)
+    for round_ in AFRESH_ROUNDS:
+        if round_.shows_failure and failure is None:
+            continue
+        sampling = (
+            {"temperature": AFRESH_TEMPERATURE, "seed": _SAMPLED_SEED} if round_.sampled else None
+        )
         for path, name, contract, like in contracts:
-            key = f"{PurePosixPath(path)}::{name.rsplit('.', 1)[-1]}::{k}"
+            key = f"{PurePosixPath(path)}::{name.rsplit('.', 1)[-1]}::{round_.name}"
             if key in asked:
                 continue
             asked.append(key)
             code = write_afresh(
-                loop, state, like, name, contract, path=path, by=by, sampling=sampling
+                loop,
+                state,
+                like,
+                name,
+                contract,
+                path=path,
+                by=by,
+                sampling=sampling,
+                failure=failure if round_.shows_failure else None,
             )
             if code is not None:
                 yield ConstrainedCall(TOOL, {"path": path, "name": name, "code": code})

@@ -96,13 +96,16 @@ def contract_for(source: str, name: str) -> str | None:
     return None
 
 
-def rewrite_prompt(path: str, name: str, contract: str) -> str:
-    """What the model is asked: ``contract`` is the file with the body of ``name`` left out."""
+def rewrite_prompt(path: str, name: str, contract: str, failure: str | None = None) -> str:
+    """What the model is asked: ``contract`` is the file with the body of ``name`` left out;
+    ``failure``, where asked for, a failing test the function is to pass (its code and its
+    error, :func:`rune.tools.testing.first_failure`)."""
     fence = "````" if "```" in contract else "```"
+    failing = f"The tests fail now:\n{failure}\n\n" if failure else ""
     return (
         f"Write the code of `{name}` in {path} as its docstring says: below is the file with "
         f"that code left out (`...`). Keep its name, signature and docstring.\n\n"
-        f"{path}\n{fence}python\n{contract.rstrip()}\n{fence}\n\n"
+        f"{path}\n{fence}python\n{contract.rstrip()}\n{fence}\n\n{failing}"
         f"Reply with the whole definition of `{name}` in one ```python block."
     )
 
@@ -251,11 +254,13 @@ def write_afresh(
     path: str,
     by: str,
     sampling: Mapping[str, Any] | None = None,
+    failure: str | None = None,
 ) -> str | None:
     """The definition of ``name`` the model writes from ``contract`` in place of ``call``'s
     code, or None: one plain request, no tools and no grammar, at the run's own options and
-    ``sampling`` over them; ``by``: the assist that asks."""
-    prompt = rewrite_prompt(path, name, contract)
+    ``sampling`` over them; ``by``: the assist that asks; ``failure``: a failing test shown
+    below the contract (:func:`rewrite_prompt`)."""
+    prompt = rewrite_prompt(path, name, contract, failure)
     asking = f"to write {name} afresh"
     return ask_for_definition(loop, state, call, name, prompt, asking, by=by, sampling=sampling)
 

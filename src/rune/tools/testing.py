@@ -503,6 +503,15 @@ _SHOWN_SOURCE = re.compile(
 )
 
 
+def first_failure(digest: str) -> str | None:
+    """The first failure a test digest shows, without the project source it shows for it:
+    the test's name, its error, the frames and the test's own code (None: none shown)."""
+    for block in digest.split("\n\n"):
+        if block.startswith("FAILED "):
+            return block.split("\nSource of the code it runs:", 1)[0]
+    return None
+
+
 def shown_functions(digest: str) -> list[tuple[str, str]]:
     """The project functions (path, name) whose source a test digest shows, in its order, the
     tests' own left out: where the failure points, for a repair to write afresh."""
