@@ -56,6 +56,7 @@ AFRESH_ROUNDS = (
 )
 AFRESH_TRIES = len(AFRESH_ROUNDS)
 AFRESH_TEMPERATURE = 0.8
+#: the seed the sampled round drew with as the second of two rounds, where it was measured
 _SAMPLED_SEED = repair.FIRST_SEED + 1
 #: the functions written afresh for one repair: the one the model changed, and where the
 #: failing tests point
