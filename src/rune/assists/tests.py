@@ -20,6 +20,7 @@ from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
 from rune.tools.spec import AutoCheck, AutoChecks
+from rune.tools.testing import SOURCE_HEADING, TEST_HEADING, TRACEBACK_HEADING
 
 __all__ = [
     "TestDriven",
@@ -36,8 +37,8 @@ UNMOVED_NOTE = (
     "Your last changes left this failure exactly as it was: they do not reach what the test "
     "checks. Read the failing line and the code it runs again, and change what gives that value."
 )
-#: where a test digest's failure ends and the source it shows begins (rune.tools.testing)
-_SOURCE_PARTS = ("Traceback in the project:", "The test:", "Source of the code it runs:")
+#: where a test digest's failure ends and the source it shows begins
+_SOURCE_PARTS = (TRACEBACK_HEADING, TEST_HEADING, SOURCE_HEADING)
 _TIMING = re.compile(r" in \d+(?:\.\d+)?s\b")
 
 

@@ -453,6 +453,13 @@ def _relative(file: str, workspace: Path) -> str | None:
     return relative if (workspace / relative).is_file() else None
 
 
+#: the headings of a failure's parts in a digest, after its error: what reads a digest back
+#: (:func:`first_failure`, :mod:`rune.assists.tests`) finds its parts by them
+TRACEBACK_HEADING = "Traceback in the project:"
+TEST_HEADING = "The test:"
+SOURCE_HEADING = "Source of the code it runs:"
+
+
 def _describe(failure: _Failure, workspace: Path, seen: set[str]) -> str:
     """One failure: its error, its frames in the project, the test, and the source they run
     (each source once per digest: ``seen`` holds those shown already)."""
@@ -465,7 +472,7 @@ def _describe(failure: _Failure, workspace: Path, seen: set[str]) -> str:
     ]
     project = [(r, f) for r, f in own if not is_test_path(r)]
     if own:
-        lines.append("Traceback in the project:")
+        lines.append(TRACEBACK_HEADING)
         lines += [f"  {for_display(r)}:{f.line} in {for_display(f.function)}" for r, f in own]
     in_tests = [(r, f) for r, f in own if is_test_path(r)]
     if in_tests:
@@ -474,7 +481,7 @@ def _describe(failure: _Failure, workspace: Path, seen: set[str]) -> str:
         relative, frame = in_tests[-1]
         test_source = _enclosing_source(workspace / relative, frame.line)
         if test_source:
-            lines += ["The test:", f"{for_display(relative)}:\n{test_source}"]
+            lines += [TEST_HEADING, f"{for_display(relative)}:\n{test_source}"]
     shown: list[str] = []
     if project:
         for relative, frame in reversed(project[-2:]):
@@ -487,10 +494,10 @@ def _describe(failure: _Failure, workspace: Path, seen: set[str]) -> str:
     fresh = [source for source in shown if source not in seen]
     seen.update(shown)
     if fresh:
-        lines.append("Source of the code it runs:")
+        lines.append(SOURCE_HEADING)
         lines += fresh
     elif shown:
-        lines.append("Source of the code it runs: shown above.")
+        lines.append(f"{SOURCE_HEADING} shown above.")
     return "\n".join(lines)
 
 
@@ -508,7 +515,7 @@ def first_failure(digest: str) -> str | None:
     the test's name, its error, the frames and the test's own code (None: none shown)."""
     for block in digest.split("\n\n"):
         if block.startswith("FAILED "):
-            return block.split("\nSource of the code it runs:", 1)[0]
+            return block.split(f"\n{SOURCE_HEADING}", 1)[0]
     return None
 
 
