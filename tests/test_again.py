@@ -51,15 +51,19 @@ def sampled(transport: ScriptedTransport) -> list[int]:
 
 
 def run_on_calc(
-    tmp_path: Path, script: list[dict[str, Any]]
+    tmp_path: Path,
+    script: list[dict[str, Any]],
+    *,
+    without: frozenset[str] = frozenset({"revise"}),
 ) -> tuple[Any, Path, ScriptedTransport]:
     """A run on calc_project's failing test, with every assist but the sampled repair (which
-    would meet the reply first and draw from a fresh start)."""
+    would meet the reply first and draw from a fresh start) and those ``without`` names: by
+    default the fix asked for first (rune.assists.revise, tests/test_revise.py)."""
     ws = calc_project(tmp_path / "ws")
     tools = executor(ws)
     assists = standard_assists(
         auto_checks=lambda request: auto_check(request, tools.workspace, tools.policy),
-        without=frozenset({"repair"}),
+        without=frozenset({"repair", *without}),
     )
     transport = ScriptedTransport(script, tools=True)
     loop = LocalToolRuntime(transport, tools, model="m", protocol="constrained", assists=assists)
@@ -186,8 +190,9 @@ def test_a_change_the_tests_already_failed_sent_again_ends_the_run(
 ) -> None:
     # the repository suite's dead end: the model's change fails the tests, the model sends it
     # again, and again until the breaker; the samples asked again never passed the tests there
+    # (nor is a fix asked for, shown the failing test: rune.assists.revise)
     script = [change(made), change(CALC_WRONG), change(CALC_WRONG), change(CALC_FIXED)]
-    resp, ops, transport = run_on_calc(tmp_path, script)
+    resp, ops, transport = run_on_calc(tmp_path, script, without=frozenset())
     assert ops.read_text() == CALC_WRONG
     assert len(transport.requests) == 2  # the model's two replies, nothing sampled
     assert resp.success and resp.incomplete

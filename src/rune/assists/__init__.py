@@ -9,7 +9,8 @@ shows the named functions written afresh: :mod:`~rune.assists.offer`),
 :mod:`~rune.assists.sampled_repair` (sampled repair; its first candidates where the tests judge:
 :mod:`~rune.assists.afresh`), :mod:`~rune.assists.rewrite` (write a function afresh from its
 docstring when the model re-sends it as it is),
-:mod:`~rune.assists.again` (ask again when a change changes nothing),
+:mod:`~rune.assists.revise` (shown the failing test, fix a change the model re-sends as it
+is), :mod:`~rune.assists.again` (ask again when a change changes nothing),
 :mod:`~rune.assists.reask` (ask again when a reply is cut off). :func:`standard_assists` is
 the list the loop runs unless its caller picks another (the composition root does,
 ``rune.app``).
@@ -22,6 +23,7 @@ from rune.assists.check import CheckBeforeAnswer
 from rune.assists.keep import KeepWhatPasses
 from rune.assists.nudge import NudgeAfterFailure
 from rune.assists.reask import ReaskWhenCut
+from rune.assists.revise import ReviseFromFailure
 from rune.assists.rewrite import RewriteFromDocstring
 from rune.assists.sampled_repair import SampledRepair
 from rune.assists.tests import TestDriven
@@ -39,6 +41,7 @@ __all__ = [
     "PlainWhenInvalid",
     "ReaskWhenCut",
     "ReaskWhenNoChange",
+    "ReviseFromFailure",
     "RewriteFromDocstring",
     "SampledRepair",
     "TestDriven",
@@ -55,6 +58,7 @@ ASSIST_NAMES = (
     "valid",
     "repair",
     "rewrite",
+    "revise",
     "again",
     "reask",
 )
@@ -85,6 +89,7 @@ def standard_assists(
         PlainWhenInvalid(),
         SampledRepair(trials),
         RewriteFromDocstring(trials),
+        ReviseFromFailure(trials),
         ReaskWhenNoChange(trials),
         ReaskWhenCut() if reask else None,
     ]

@@ -297,9 +297,18 @@ def contract_of(source: str, name: str) -> str | None:
 
 def local_contract_of(source: str, name: str) -> str | None:
     """The contract of the function ``name`` (:func:`contract_of`) in the part of ``source``
-    it needs: the module's imports, then the function (a method under its class's first
-    line), for a module too long to show whole (a library's runs to thousands of lines). None
-    as for :func:`contract_of`, and for a function nested in another."""
+    it needs (:func:`local_view_of`), for a module too long to show whole (a library's runs to
+    thousands of lines). None as for :func:`contract_of`, and for a function nested in
+    another."""
+    view = local_view_of(source, name)
+    return contract_of(view[0], view[1]) if view is not None else None
+
+
+def local_view_of(source: str, name: str) -> tuple[str, str] | None:
+    """The part of ``source`` the function ``name`` needs to be read alone, and its qualified
+    name there: the module's imports, then the function (a method under its class's first
+    line). None when ``source`` does not parse, has no such function or more than one, or it is
+    nested in a function."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -322,7 +331,7 @@ def local_contract_of(source: str, name: str) -> str | None:
         parts.append("\n\n")
     span = _span(node)
     parts.append("".join(lines[span.start - 1 : span.end]))
-    return contract_of("".join(parts), qualified)
+    return "".join(parts), qualified
 
 
 def _imports(node: ast.stmt) -> bool:
