@@ -9,8 +9,8 @@ shows the named functions written afresh: :mod:`~rune.assists.offer`),
 :mod:`~rune.assists.sampled_repair` (sampled repair; its first candidates where the tests judge:
 :mod:`~rune.assists.afresh`), :mod:`~rune.assists.rewrite` (write a function afresh from its
 docstring when the model re-sends it as it is),
-:mod:`~rune.assists.revise` (shown the failing test, fix a change the model re-sends as it
-is), :mod:`~rune.assists.again` (ask again when a change changes nothing),
+:mod:`~rune.assists.revise` (shown the failing test, fix a function the model re-sends as
+the run found it), :mod:`~rune.assists.again` (ask again when a change changes nothing),
 :mod:`~rune.assists.reask` (ask again when a reply is cut off). :func:`standard_assists` is
 the list the loop runs unless its caller picks another (the composition root does,
 ``rune.app``).
