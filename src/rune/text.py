@@ -88,3 +88,10 @@ def visible(text: object, keep: str = "\n\t") -> str:
 def plural(count: int, noun: str, many: str | None = None) -> str:
     """``1 token``, ``2 tokens``, ``0 wheels`` (``many``: an irregular plural)."""
     return f"{count:,} {noun if count == 1 else (many or noun + 's')}"
+
+
+def fenced(body: str, language: str = "") -> str:
+    """``body`` in a Markdown code fence, a longer fence when ``body`` holds one of its own
+    (a model's code may quote three backticks, and the block must not end there)."""
+    fence = "````" if "```" in body else "```"
+    return f"{fence}{language}\n{body}\n{fence}"

@@ -26,7 +26,7 @@ from rune.assists.tests import failed_test_run
 from rune.calls import tool_request
 from rune.pause.state import LoopState
 from rune.runtime.assist import Loop
-from rune.text import for_display
+from rune.text import fenced, for_display
 from rune.tools.python_code import code_of
 from rune.tools.spec import Trials
 
@@ -104,8 +104,7 @@ def offered_rewrites(
             trial = trials.try_change(TOOL, arguments, tests.name, tests.arguments)
             if trial is None or not trial.passed:
                 continue
-        fence = "````" if "```" in code else "```"
-        shown.append(f"{for_display(path)}\n{fence}python\n{code.rstrip()}\n{fence}")
+        shown.append(f"{for_display(path)}\n{fenced(code.rstrip(), 'python')}")
         offered[f"{path}::{name}"] = written
     if not shown:
         return None

@@ -29,7 +29,7 @@ from rune.calls import tool_request
 from rune.messages import ToolRequest
 from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
-from rune.text import for_display
+from rune.text import fenced, for_display
 from rune.tools import testing
 from rune.tools.python_code import local_view_of
 from rune.tools.spec import Trials, trials_of
@@ -40,10 +40,9 @@ __all__ = ["ReviseFromFailure", "revise_prompt"]
 def revise_prompt(path: str, name: str, code: str, failure: str) -> str:
     """What the model is asked: ``code`` is the file as it is now (or the part ``name``
     needs), ``failure`` the first failing test, its code and its error."""
-    fence = "````" if "```" in code else "```"
     return (
         f"The tests fail with the code of `{name}` in {path}:\n\n"
-        f"{path}\n{fence}python\n{code.rstrip()}\n{fence}\n\n"
+        f"{path}\n{fenced(code.rstrip(), 'python')}\n\n"
         f"The tests fail now:\n{failure}\n\n"
         f"Fix the code of `{name}` so that the tests pass. Keep its name and signature. "
         f"Reply with the whole definition of `{name}` in one ```python block."

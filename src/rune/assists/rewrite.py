@@ -62,7 +62,7 @@ from rune.runtime.assist import Assist, Loop
 from rune.runtime.blocks import code_blocks
 from rune.runtime.breaker import LOOP_SOURCE
 from rune.runtime.chat import ChatRequest
-from rune.text import for_display
+from rune.text import fenced, for_display
 from rune.tools.python_code import code_of, contract_of, local_contract_of
 from rune.tools.spec import Trials, trials_of
 
@@ -100,12 +100,11 @@ def rewrite_prompt(path: str, name: str, contract: str, failure: str | None = No
     """What the model is asked: ``contract`` is the file with the body of ``name`` left out;
     ``failure``, where asked for, a failing test the function is to pass (its code and its
     error, :func:`rune.tools.testing.first_failure`)."""
-    fence = "````" if "```" in contract else "```"
     failing = f"The tests fail now:\n{failure}\n\n" if failure else ""
     return (
         f"Write the code of `{name}` in {path} as its docstring says: below is the file with "
         f"that code left out (`...`). Keep its name, signature and docstring.\n\n"
-        f"{path}\n{fence}python\n{contract.rstrip()}\n{fence}\n\n{failing}"
+        f"{path}\n{fenced(contract.rstrip(), 'python')}\n\n{failing}"
         f"Reply with the whole definition of `{name}` in one ```python block."
     )
 

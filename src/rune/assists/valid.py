@@ -27,7 +27,7 @@ from rune.errors import InvalidCode
 from rune.messages import ToolRequest
 from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
-from rune.text import for_display
+from rune.text import fenced, for_display
 
 __all__ = ["PlainWhenInvalid", "plain_prompt"]
 
@@ -35,10 +35,9 @@ __all__ = ["PlainWhenInvalid", "plain_prompt"]
 def plain_prompt(path: str, name: str, code: str, problem: str) -> str:
     """What the model is asked: ``code`` is what it sent for ``name``, ``problem`` why it
     does not parse."""
-    fence = "````" if "```" in code else "```"
     return (
         f"You sent this as the new definition of `{name}` in {path}, but it is not valid "
-        f"Python ({problem}):\n\n{fence}python\n{code.rstrip()}\n{fence}\n\n"
+        f"Python ({problem}):\n\n{fenced(code.rstrip(), 'python')}\n\n"
         f"Write the same definition again as valid Python: one statement per line, every "
         f"string and docstring quoted and escaped as Python needs. Reply with the whole "
         f"definition of `{name}` in one ```python block."

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from rune.errors import RuneError
+from rune.text import fenced
 from rune.tools import fs
 from rune.tools.sandbox import SandboxPolicy, validate_read_path
 from rune.tools.spec import ToolSpec
@@ -198,9 +199,8 @@ def files_block(workspace: Path, policy: SandboxPolicy, request: str) -> Context
 
 def _fenced(name: str, data: bytes) -> str:
     text = data.decode("utf-8", errors="replace")
-    fence = "````" if "```" in text else "```"
     language = _LANGUAGES.get(Path(name).suffix, "")
-    return f"{name}\n{fence}{language}\n{text.rstrip(chr(10))}\n{fence}"
+    return f"{name}\n{fenced(text.rstrip(chr(10)), language)}"
 
 
 def _mentioned(request: str) -> list[str]:

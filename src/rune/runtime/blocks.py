@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rune.formats import constrained, fallback
+from rune.text import fenced
 from rune.tools.spec import ToolSpec
 
 __all__ = [
@@ -230,8 +231,7 @@ def reply(call: BlockCall) -> str:
 
 
 def _fenced(header: str, body: str, language: str) -> str:
-    fence = "````" if "```" in body else "```"
-    return f"{header}\n{fence}{language}\n{body.rstrip(chr(10))}\n{fence}"
+    return f"{header}\n{fenced(body.rstrip(chr(10)), language)}"
 
 
 _EXAMPLE = """Example. The user says: "greet() in hello.py uses the wrong name"; hello.py holds:
