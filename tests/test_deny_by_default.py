@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import random
+import shlex
 import subprocess
 import sys
 import uuid
@@ -432,3 +433,27 @@ def test_a_check_in_a_workspace_too_big_to_scan_is_refused(home: Path) -> None:
     with pytest.raises(ToolError, match="more than 50000 directories") as refused:
         executor(home).run("run_python", {"code": walk(str(big)) + "\nassert 1"})
     assert SECRET not in str(refused.value)
+
+
+#: writes each sysctl of ``/proc/sys`` back with the value it holds (no change if it works)
+SYSCTL_WRITE = (
+    "for p in ('/proc/sys/kernel/core_pattern', '/proc/sys/kernel/hostname'):\n"
+    "  try:\n"
+    "    v = open(p).read()\n"
+    "    with open(p, 'w') as f: f.write(v)\n"
+    "    print('WROTE', p)\n"
+    "  except OSError as e: print('refused', p, e.strerror)\n"
+    "assert 1"
+)
+
+
+def test_the_kernels_settings_are_read_only(home: Path) -> None:
+    """Run as root (a VM, a CI runner), a contained process is uid 0 without capabilities, and
+    uid 0 may write the 0644 files of ``/proc/sys``: ``kernel.core_pattern`` names a program
+    the kernel runs as root, outside every namespace, at the next crash on the host. The
+    sandbox's /proc/sys is read-only for every user (here the value is written back as it was,
+    so the attack changes nothing where it is not stopped)."""
+    out = check(home, SYSCTL_WRITE)
+    assert "WROTE" not in out and out.count("refused") == 2, out
+    out = command(home, f"{sys.executable} -c {shlex.quote(SYSCTL_WRITE)}")
+    assert "WROTE" not in out and out.count("refused") == 2, out

@@ -4,7 +4,8 @@ Deny by default: nothing of the host is there unless it is bound back. bubblewra
 mount namespace in this order (it applies its options in sequence):
 
 1. the system directories read-only (:data:`SYSTEM_DIRS`: ``/usr``, ``/bin``, ``/lib*``,
-   ``/etc``, ``/opt``; a merged-/usr symlink stays a symlink), a fresh ``/dev`` and ``/proc``,
+   ``/etc``, ``/opt``; a merged-/usr symlink stays a symlink), a fresh ``/dev`` and ``/proc``
+   (its ``/proc/sys`` read-only: :data:`PROC_READ_ONLY`),
    new PID, IPC and network namespaces (no network, not even the host's loopback);
 2. a private ``/tmp`` (a tmpfs of :data:`TMP_SIZE`, also the ``TMPDIR``; ``/var/tmp`` points
    there), a capped ``/dev/shm``, and a private, empty home directory (a tmpfs of
@@ -332,10 +333,22 @@ def _system_mounts() -> list[str]:
     return mounts
 
 
+#: the parts of the fresh ``/proc`` that change the whole machine, bound read-only over it: run
+#: as root, a contained process is uid 0 without capabilities, and uid 0 may write the 0644
+#: files of ``/proc/sys`` (``kernel.core_pattern`` names a program the kernel runs as root,
+#: outside every namespace, at the next crash anywhere on the host)
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger")
+
+
 def base_mounts() -> list[str]:
     """What every contained run sees of the host, and the fresh ``/dev`` and ``/proc`` (after
-    the binds, or a bound ``/dev`` would cover the fresh one)."""
-    return [*_system_mounts(), "--dev", "/dev", "--proc", "/proc"]
+    the binds, or a bound ``/dev`` would cover the fresh one), with :data:`PROC_READ_ONLY`
+    read-only."""
+    mounts = [*_system_mounts(), "--dev", "/dev", "--proc", "/proc"]
+    for path in PROC_READ_ONLY:
+        if os.path.lexists(path):
+            mounts += ["--ro-bind", path, path]
+    return mounts
 
 
 def plan_mounts(policy: SandboxPolicy, workspace: Path, *, needs: Sequence[Path] = ()) -> Plan:
