@@ -16,6 +16,7 @@ traceback never leaves the test, of the project functions the test's failing lin
 from __future__ import annotations
 
 import ast
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -437,6 +438,12 @@ def _digest(report: str, failures: list[_Failure], workspace: Path) -> str:
     return text
 
 
+def _in_workspace(path: Path, workspace: Path) -> bool:
+    """Whether ``path`` is a regular file whose real path lies in the workspace."""
+    real = Path(os.path.realpath(path))
+    return real.is_relative_to(os.path.realpath(workspace)) and real.is_file()
+
+
 def _relative(file: str, workspace: Path) -> str | None:
     """``file`` relative to the workspace when it is the project's own code."""
     path = Path(file)
@@ -450,7 +457,7 @@ def _relative(file: str, workspace: Path) -> str | None:
     if any(is_skipped(part) for part in parts[:-1]):
         return None
     # "<string>" (the runner's own code) and the like are no file of the project
-    return relative if (workspace / relative).is_file() else None
+    return relative if _in_workspace(workspace / relative, workspace) else None
 
 
 #: the headings of a failure's parts in a digest, after its error: what reads a digest back
@@ -479,13 +486,13 @@ def _describe(failure: _Failure, workspace: Path, seen: set[str]) -> str:
         # What the test asserts and with which values: the model may not read the test file
         # (a library's test file is too big to put in the context whole).
         relative, frame = in_tests[-1]
-        test_source = _enclosing_source(workspace / relative, frame.line)
+        test_source = _enclosing_source(workspace, workspace / relative, frame.line)
         if test_source:
             lines += [TEST_HEADING, f"{for_display(relative)}:\n{test_source}"]
     shown: list[str] = []
     if project:
         for relative, frame in reversed(project[-2:]):
-            source = _enclosing_source(workspace / relative, frame.line)
+            source = _enclosing_source(workspace, workspace / relative, frame.line)
             if source:
                 shown.append(f"{for_display(relative)}:\n{source}")
     elif own:
@@ -530,7 +537,13 @@ def shown_functions(digest: str) -> list[tuple[str, str]]:
     return found
 
 
-def _parse(path: Path) -> tuple[ast.Module, list[str]] | None:
+def _parse(path: Path, workspace: Path) -> tuple[ast.Module, list[str]] | None:
+    """The module at ``path`` and its lines, when it is a file of ``workspace``: the digest
+    is read on the host, so a link out of the workspace (a cloned repository's, or one a
+    command made) is not followed, or a forged traceback would show any Python file the user
+    can read."""
+    if not _in_workspace(path, workspace):
+        return None
     try:
         text = path.read_text(encoding="utf-8")
         return ast.parse(text), text.splitlines()
@@ -551,8 +564,8 @@ def _definitions(tree: ast.AST) -> Iterable[ast.FunctionDef | ast.AsyncFunctionD
             yield node
 
 
-def _enclosing_source(path: Path, line: int) -> str | None:
-    parsed = _parse(path)
+def _enclosing_source(workspace: Path, path: Path, line: int) -> str | None:
+    parsed = _parse(path, workspace)
     if parsed is None:
         return None
     tree, lines = parsed
@@ -567,7 +580,7 @@ def _called_sources(workspace: Path, test_file: str, line: int) -> list[str]:
     """The project functions the test's failing line calls, found through the test file's
     imports (at most two); when it calls none (``self.assertEqual(actual, expected)``), those
     the test calls before it."""
-    parsed = _parse(workspace / test_file)
+    parsed = _parse(workspace / test_file, workspace)
     if parsed is None:
         return []
     tree, _ = parsed
@@ -713,7 +726,7 @@ def _definition_in_module(
         for candidate in (base / f"{relative}.py", base / relative / "__init__.py"):
             if not candidate.is_file():
                 continue
-            parsed = _parse(candidate)
+            parsed = _parse(candidate, workspace)
             if parsed is None:
                 return None
             tree, lines = parsed
