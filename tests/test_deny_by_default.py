@@ -457,3 +457,25 @@ def test_the_kernels_settings_are_read_only(home: Path) -> None:
     assert "WROTE" not in out and out.count("refused") == 2, out
     out = command(home, f"{sys.executable} -c {shlex.quote(SYSCTL_WRITE)}")
     assert "WROTE" not in out and out.count("refused") == 2, out
+
+
+def test_a_venv_python_that_names_a_secret_binds_nothing_of_it(home: Path) -> None:
+    """The project's ``.venv/bin/python`` is the model's (an approved write, a cloned
+    repository): a text file whose ``#!`` names a credential store, or a link to a file in
+    home, bound that file into the sandbox as "the interpreter" for an approved command, and
+    an executable link as ``python3`` into an unapproved check. Only a program (an ELF
+    executable) is bound as an interpreter."""
+    ws = home / "proj"
+    key = plant(home / ".ssh/id_rsa")
+    diary = plant(home / "plans/diary.txt")
+    token = plant(home / "tools/token")
+    token.chmod(0o755)  # executable, and no "#!": the check's PATH search takes it
+    (ws / ".venv/bin").mkdir(parents=True)
+    python = ws / ".venv/bin/python"
+    python.write_text(f"#!{key}\n")
+    assert SECRET not in command(home, f"cat {key}")
+    python.unlink()
+    python.symlink_to(diary)
+    assert SECRET not in command(home, f"cat {diary}")
+    (ws / ".venv/bin/python3").symlink_to(token)
+    assert SECRET not in check(home, READ.format(paths=[str(token)]))

@@ -22,13 +22,15 @@ from rune.tools.seccomp import filter_program
 
 
 def install(prefix: Path) -> Path:
-    """A stand-in Python installation: a standard library and a ``bin/python3.11``."""
+    """A stand-in Python installation: a standard library and a ``bin/python3.11`` (an
+    executable that starts as an ELF file does: only a program is bound as an interpreter)."""
     (prefix / "lib/python3.11").mkdir(parents=True)
     (prefix / "lib/python3.11/os.py").write_text("")
     (prefix / "lib/libpython3.11.so.1.0").write_text("")
     (prefix / "bin").mkdir()
     binary = prefix / "bin/python3.11"
-    binary.write_text("")
+    binary.write_bytes(b"\x7fELF")
+    binary.chmod(0o755)
     (prefix / "share").mkdir()
     return binary
 

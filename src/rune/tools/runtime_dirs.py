@@ -99,6 +99,16 @@ def _python_parts(prefix: Path) -> list[Path]:
     return sorted(p for p in found if os.path.lexists(p))
 
 
+def _is_program(path: Path) -> bool:
+    """Whether ``path`` is an executable program (an ELF file), which alone is bound outside
+    an installation: the file an executable names may be anything the user can read."""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(4) == b"\x7fELF" and os.access(path, os.X_OK)
+    except OSError:
+        return False
+
+
 def _shebang(path: Path) -> Path | None:
     """The interpreter a script names with an absolute ``#!`` path (``#!/usr/bin/env X``
     names ``env``, which is a system program)."""
@@ -113,16 +123,20 @@ def _shebang(path: Path) -> Path | None:
     return Path(words[0]) if words and words[0].startswith("/") else None
 
 
-def runtime_dirs(executable: Path, home: Path, *, script: bool = True) -> list[Path]:
+def runtime_dirs(
+    executable: Path, home: Path, *, script: bool = True, any_file: bool = False
+) -> list[Path]:
     """What ``executable`` (a path, as the run will name it) needs bound to start: the virtual
     environment any hop of its symlinks lies in and that environment's base installation, and
     the installation its real file belongs to, with the real file itself. An environment comes
     whole; of another installation only its Python parts. Existing paths, real (resolved),
     except the symlinks on the way to the real file that lie outside all of those: they come
     last, as named, for a bind of their target at their own path (``bin/python3`` ->
-    ``python3.11`` in a pyenv version, of which only the real binary is bound). For a
-    ``script`` (an entry point in a venv's ``bin``) the same for the interpreter its ``#!``
-    names."""
+    ``python3.11`` in a pyenv version, of which only the real binary is bound). A real file
+    outside those installations is bound only when it is a program (:func:`_is_program`), or
+    with ``any_file`` (a file the user's own configuration names); else nothing more is (the
+    run then cannot start it). For a ``script`` (an entry point in a venv's ``bin``) the same
+    for the interpreter its ``#!`` names, which must be a program."""
     found: list[Path] = []
     prefixes: list[Path] = []
     chain = _link_chain(executable)
@@ -146,6 +160,10 @@ def runtime_dirs(executable: Path, home: Path, *, script: bool = True) -> list[P
             found += _python_parts(real_prefix)
     found = _unique_real(found)
     if real is not None and not any(real.is_relative_to(d) for d in found):
+        if not (any_file or _is_program(real)):
+            # The project's .venv is the model's: its python may name any file (a link, a
+            # "#!" line), and binding that file would show it to the run.
+            return found
         found.append(real)
     hops = [hop for hop in chain[:-1] if not any(hop.is_relative_to(d) for d in found)]
     found += [hop for hop in hops if _real(hop) == real]

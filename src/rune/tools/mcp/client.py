@@ -110,12 +110,13 @@ class _Connection:
 def _server_needs(config: McpServerConfig, path: str | None, home: Path) -> list[Path]:
     """What a contained server needs bound: its program and every absolute path to an existing
     file among its arguments (the user's config names them: ``python /opt/srv/server.py``),
-    each with its interpreter's installation (:func:`rune.tools.runtime_dirs.runtime_dirs`)."""
+    each with its interpreter's installation (:func:`rune.tools.runtime_dirs.runtime_dirs`;
+    any file: the user named them)."""
     assert config.command is not None
     program = shutil.which(config.command, path=path)
     named = [Path(program)] if program else []
     named += [Path(a) for a in config.args if os.path.isabs(a) and os.path.isfile(a)]
-    return [needed for file in named for needed in runtime_dirs(file, home)]
+    return [needed for file in named for needed in runtime_dirs(file, home, any_file=True)]
 
 
 class McpManager:
