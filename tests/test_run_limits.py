@@ -194,3 +194,25 @@ def test_an_entry_point_script_brings_its_interpreter(tmp_path: Path) -> None:
         prefix / "lib/python3.11",
         base,
     ]
+
+
+@pytest.mark.parametrize("name", ["python", "python3"])
+def test_a_fifo_named_as_the_interpreter_does_not_hang_rune(tmp_path: Path, name: str) -> None:
+    """An approved command may leave a FIFO as the project's ``.venv/bin/python``: reading it
+    to see what it is blocked Rune for good (every later ``run_command`` preview hung)."""
+    import threading
+
+    fifo = tmp_path / "ws/.venv/bin" / name
+    fifo.parent.mkdir(parents=True)
+    os.mkfifo(fifo)
+    fifo.chmod(0o755)
+    found: list[list[Path]] = []
+    worker = threading.Thread(target=lambda: found.append(runtime_dirs(fifo, tmp_path)))
+    worker.daemon = True
+    worker.start()
+    worker.join(10)
+    if worker.is_alive():
+        os.close(os.open(fifo, os.O_RDWR))  # a writer: the blocked open returns
+        worker.join(5)
+        pytest.fail("runtime_dirs blocked opening a FIFO")
+    assert found == [[]]

@@ -18,6 +18,7 @@ install into a shared directory) only the Python parts are bound: ``lib/pythonX.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -99,24 +100,32 @@ def _python_parts(prefix: Path) -> list[Path]:
     return sorted(p for p in found if os.path.lexists(p))
 
 
+def _head(path: Path, size: int) -> bytes | None:
+    """The first ``size`` bytes of ``path`` when it is a regular file, else None: opened
+    without blocking, since a FIFO left as a project's ``.venv/bin/python`` would block
+    Rune for good."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, size) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def _is_program(path: Path) -> bool:
     """Whether ``path`` is an executable program (an ELF file), which alone is bound outside
     an installation: the file an executable names may be anything the user can read."""
-    try:
-        with path.open("rb") as handle:
-            return handle.read(4) == b"\x7fELF" and os.access(path, os.X_OK)
-    except OSError:
-        return False
+    return _head(path, 4) == b"\x7fELF" and os.access(path, os.X_OK)
 
 
 def _shebang(path: Path) -> Path | None:
     """The interpreter a script names with an absolute ``#!`` path (``#!/usr/bin/env X``
     names ``env``, which is a system program)."""
-    try:
-        with path.open("rb") as handle:
-            line = handle.readline(4096)
-    except OSError:
-        return None
+    line = (_head(path, 4096) or b"").split(b"\n", 1)[0]
     if not line.startswith(b"#!"):
         return None
     words = line[2:].decode("utf-8", "replace").split()
