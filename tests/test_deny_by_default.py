@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import random
 import shlex
+import stat
 import subprocess
 import sys
 import uuid
@@ -479,3 +480,32 @@ def test_a_venv_python_that_names_a_secret_binds_nothing_of_it(home: Path) -> No
     assert SECRET not in command(home, f"cat {diary}")
     (ws / ".venv/bin/python3").symlink_to(token)
     assert SECRET not in check(home, READ.format(paths=[str(token)]))
+
+
+def _only_root_reads(top: str) -> list[str]:
+    """Regular files below ``top`` that only their owner may read, owned by root."""
+    found = []
+    for d, _, files in os.walk(top):
+        for name in files:
+            path = os.path.join(d, name)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode) and info.st_uid == 0 and not info.st_mode & 0o044:
+                found.append(path)
+    return found
+
+
+def test_a_check_run_as_root_reads_nothing_of_etc_only_root_may(home: Path) -> None:
+    """Run as root, the contained process is uid 0: it owns every root file of ``/etc``
+    and reads what only root may (old password hashes, database passwords), which no user's
+    run could, though read_file refuses all of ``/etc``. Those files read empty."""
+    if os.geteuid() != 0:
+        pytest.skip("only a run as root reads what only root may")
+    present = [p for p in _only_root_reads("/etc") if os.path.getsize(p) > 0][:20]
+    if not present:
+        pytest.skip("no non-empty file of /etc here is readable by root alone")
+    out = check(home, READ.format(paths=present))
+    for path in present:
+        assert f"{path} PermissionError" in out or f"{path} \n" in out, out

@@ -24,7 +24,8 @@ mount namespace in this order (it applies its options in sequence):
    read-only; every other protected name (rc files, IDE and agent config) read-only;
 6. masked inside what is bound: every credential store of the read-deny list in the
    workspace, Rune's own configuration and data, what of ``/etc`` holds secrets
-   (:data:`SYSTEM_SECRETS`, the SSH host keys), and index configuration at the top of an
+   (:data:`SYSTEM_SECRETS`, the SSH host keys; run as root, also what of ``/etc`` and
+   ``/opt`` only root may read), and index configuration at the top of an
    interpreter's installation (:data:`PREFIX_SECRETS`): a directory becomes an empty
    read-only tmpfs, a file ``/dev/null``;
 7. a seccomp filter (:mod:`rune.tools.seccomp`) lets ``socket`` create only IP and netlink
@@ -128,6 +129,9 @@ SYSTEM_SECRETS = (
 #: an index URL with a token (pip reads ``$VIRTUAL_ENV/pip.conf``, conda its ``.condarc``)
 PREFIX_SECRETS = ("pip.conf", ".condarc", "condarc", ".netrc", ".pypirc")
 SSH_HOST_KEYS = "/etc/ssh"
+#: run as root, what of these only root may read is hidden too (:func:`_only_root_may_read`)
+ROOT_ONLY_SCANNED = ("/etc", "/opt")
+ROOT_ONLY_ENTRIES = 50_000
 
 # --- the environment ---------------------------------------------------------------------------
 
@@ -267,7 +271,42 @@ def _system_secrets() -> list[Path]:
         places += [
             Path(e.path) for e in scan if e.name.startswith("ssh_host_") and e.name.endswith("_key")
         ]
+    if os.geteuid() == 0:
+        places += _only_root_may_read()
     return places
+
+
+def _only_root_may_read() -> list[Path]:
+    """What of :data:`ROOT_ONLY_SCANNED` only root may read: files owned by root that others
+    may not read, directories owned by root that others may not enter. Run as root, a
+    contained process is uid 0 without capabilities, yet the owner of all of them (old
+    password hashes, database passwords), which no user's run could read; at most
+    :data:`ROOT_ONLY_ENTRIES` entries are looked at."""
+    found: list[Path] = []
+    seen = 0
+    for top in ROOT_ONLY_SCANNED:
+        for here, dirs, files in os.walk(top):
+            kept = []
+            for name in [*dirs, *files]:
+                seen += 1
+                path = os.path.join(here, name)
+                try:
+                    info = os.lstat(path)
+                except OSError:
+                    continue
+                if info.st_uid != 0 or stat.S_ISLNK(info.st_mode):
+                    continue
+                if stat.S_ISDIR(info.st_mode):
+                    if info.st_mode & stat.S_IXOTH:
+                        kept.append(name)
+                    else:
+                        found.append(Path(path))
+                elif not info.st_mode & stat.S_IROTH:
+                    found.append(Path(path))
+            dirs[:] = [d for d in dirs if d in kept]
+            if seen > ROOT_ONLY_ENTRIES:
+                return found
+    return found
 
 
 # --- the plan -------------------------------------------------------------------------------------
