@@ -535,6 +535,22 @@ def test_a_change_that_does_not_fix_it_is_answered_with_the_tests(ws: Path) -> N
 
 
 @needs_bwrap
+def test_a_check_of_the_models_passing_does_not_clear_the_failing_tests(ws: Path) -> None:
+    # its own assert passes on its wrong change (2 * 3 == 6); the tests still fail with it
+    check = {"code": "from calc.ops import add\nassert add(2, 3) == 6"}
+    passing_check = {"tool_calls": [{"function": {"name": "run_python", "arguments": check}}]}
+    script = [native(WRONG), passing_check, {"content": "Fixed."}, {"content": "Fixed, really."}]
+    transport = ScriptedTransport(script, tools=True)
+    loop = runtime(ws, transport, protocol="native")
+    resp = approve_all(loop, loop.run([{"role": "user", "content": TASK}]))
+    assert [e.status for e in resp.events if e.name == "run_python"] == ["done"]
+    assert resp.outcome == "incomplete" and resp.incomplete == "the project's tests fail"
+    # the first answer went back once with the failure, as after any failure
+    told = str(transport.requests[3].messages[-1]["content"])
+    assert "The task is not finished" in told and "6 != 5" in told
+
+
+@needs_bwrap
 def test_changes_that_leave_the_failure_as_it_was_are_told_then_stopped(ws: Path) -> None:
     """The 1.5B added 14, 15, 16, 17 to a tuple that was not the bug, one turn each."""
     unmoved = [

@@ -13,7 +13,9 @@ they are what counts:
 - a command that exits non-zero (or times out, or cannot start) stays a failure until the same
   command passes, or a later change is applied; another command passing does not count (a
   ``true`` after a failed ``pytest`` proves nothing);
-- a check (``run_python``) that fails stays a failure until a check passes;
+- a check (``run_python``) that fails stays a failure until a check passes; Rune's own run of
+  the project's tests that fails, until the tests pass (a check of the model's passing shows
+  nothing of them);
 - a command the user rejected did not run: it neither fails nor passes anything.
 """
 
@@ -29,6 +31,11 @@ from rune.messages import ToolEvent, canonical_json
 #: a command that runs a project's tests (its failure is named so): pytest, unittest, tox,
 #: nox, ``npm test``, ``go test``, ``tests/``, ``test_calc.py``
 _TEST_COMMAND = re.compile(r"(?<![\w-])(py\.?test|unittest|tox|nox|tests?)(?![a-zA-Z-])")
+#: the source of the tool events of Rune's own runs of the project's tests
+#: (rune.runtime.breaker.LOOP_SOURCE, which this module may not import)
+_RUNE = "rune"
+#: a failure that leaves the task unfinished: a command, a check of the model's, the tests
+_Failed = Literal["command", "check", "tests"]
 #: how the reason of an answer cut off at the output token limit reads
 CUT_OFF = "the answer was cut off at the output token limit (max_output_tokens)"
 
@@ -81,8 +88,8 @@ class ToolKinds:
 def problems(events: Sequence[ToolEvent], kinds: ToolKinds) -> list[Problem]:
     """What leaves the run's task unfinished, oldest first (empty: nothing does)."""
     change: Problem | None = None
-    # failed commands and checks by call signature, in the order they failed: (is a check, why)
-    failed: dict[str, tuple[bool, Problem]] = {}
+    # failed commands and checks by call signature, in the order they failed: (what, why)
+    failed: dict[str, tuple[_Failed, Problem]] = {}
     for event in events:
         did_fail = event.status in ("failed", "denied")
         if event.name in kinds.commands:
@@ -91,14 +98,17 @@ def problems(events: Sequence[ToolEvent], kinds: ToolKinds) -> list[Problem]:
                 failed.pop(signature, None)  # passed, or re-inserted last: the newest failure
             if did_fail:
                 problem = Problem(_command_reason(event), event.error or "", "command")
-                failed[signature] = (False, problem)
+                failed[signature] = ("command", problem)
         elif event.name in kinds.checks:
+            signature = event.name + canonical_json(event.arguments)
+            tests = event.source == _RUNE
             if event.status == "done":
-                failed = {s: f for s, f in failed.items() if not f[0]}
+                # a check of the model's passing shows nothing of the project's tests
+                cleared = ("check", "tests") if tests else ("check",)
+                failed = {s: f for s, f in failed.items() if f[0] not in cleared and s != signature}
             elif did_fail:
-                signature = event.name + canonical_json(event.arguments)
                 failed.pop(signature, None)
-                failed[signature] = (True, _check_problem(event))
+                failed[signature] = ("tests" if tests else "check", _check_problem(event))
         elif event.name in kinds.changes:
             if event.status == "done":
                 change = None
@@ -113,7 +123,7 @@ def problems(events: Sequence[ToolEvent], kinds: ToolKinds) -> list[Problem]:
 
 
 def _check_problem(event: ToolEvent) -> Problem:
-    if event.source != "rune":
+    if event.source != _RUNE:
         return Problem("the model's own check of its change failed", event.error or "", "check")
     # Rune's own run of the project's tests (docs/loop.md): the one before the first model call
     # is where the model started from, not something it did, so it is not sent back to it.
