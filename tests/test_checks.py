@@ -11,9 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.fakes.cli import rune
+from tests.fakes.ollama_server import FakeModel, FakeOllama, text_reply
 
+from rune.assists import standard_assists
+from rune.assists.check import SHOWS_NOTHING
+from rune.cli import EXIT_OK
 from rune.errors import ToolError, ToolInputError
 from rune.formats.constrained import constrained_prompt, turn_schema
+from rune.pause.state import LoopState
+from rune.runtime.assist import Assist, Loop
 from rune.runtime.local_tool_runtime import LocalToolRuntime
 from rune.text import NO_OUTPUT
 from rune.tools.checks import MAX_CODE_CHARS
@@ -379,3 +386,122 @@ def survivors(token: str) -> list[str]:
         except OSError:
             continue
     return found
+
+
+# --- a check that shows the change ends the run (the ``rune`` command's assists) ------------
+
+
+def proof_runtime(
+    ws: Path, script: list[dict[str, Any]], *also: Assist, without: frozenset[str] = frozenset()
+) -> Any:
+    transport = ScriptedTransport(script, tools=True)
+    assists = [*standard_assists(ends_on_proof=True, without=without), *also]
+    runtime = LocalToolRuntime(
+        transport, executor(ws), model="m", protocol="constrained", assists=assists
+    )
+    return transport, approve_all(runtime, runtime.run(TASK))
+
+
+@needs_bwrap
+def test_a_check_that_shows_the_change_ends_the_run_with_runes_answer(ws: Path) -> None:
+    wrong = "def add(a, b):\n    return a * b\n"
+    script = [
+        turn(tool="replace_function", arguments={"path": "calc.py", "name": "add", "code": wrong}),
+        turn(tool="run_python", arguments=ASSERT_FIVE),  # fails: 6
+        fix(),
+        turn(tool="run_python", arguments=ASSERT_FIVE),  # passes now, failed on a - b
+        turn(answer="never asked for"),
+    ]
+    transport, resp = proof_runtime(ws, script)
+    assert resp.success and resp.incomplete is None
+    assert resp.text == (
+        "Changed calc.py: the check run after the change passes, and it fails on the code as "
+        "it was."
+    )
+    assert len(transport.requests) == 4  # no answer turn
+    assert (ws / "calc.py").read_text() == FIXED
+
+
+@needs_bwrap
+def test_a_check_that_passes_on_the_old_code_too_does_not_end_the_run(ws: Path) -> None:
+    # add(0, 0) is 0 with a - b as well: it shows nothing of the change
+    zero = {"code": "from calc import add\nassert add(0, 0) == 0"}
+    script = [fix(), turn(tool="run_python", arguments=zero), turn(answer="add() adds.")]
+    transport, resp = proof_runtime(ws, script)
+    assert resp.success and resp.text == "add() adds." and resp.incomplete == SHOWS_NOTHING
+    assert len(transport.requests) == 3
+
+
+@needs_bwrap
+def test_a_check_moved_to_fit_the_code_does_not_end_the_run(ws: Path) -> None:
+    wrong = "def add(a, b):\n    return a * b\n"
+    six = {"code": "from calc import add\nassert add(2, 3) == 6, add(2, 3)"}
+    script = [
+        turn(tool="run_python", arguments=ASSERT_FIVE),  # fails on a - b: -1
+        turn(tool="replace_function", arguments={"path": "calc.py", "name": "add", "code": wrong}),
+        turn(tool="run_python", arguments=six),  # passes on a * b, fails on a - b
+        turn(answer="add() is right now."),
+    ]
+    # (without the sampled repair, which would try the change against the failed check first)
+    transport, resp = proof_runtime(ws, script, without=frozenset({"repair"}))
+    assert resp.text == "add() is right now." and len(transport.requests) == 4
+    assert resp.incomplete is not None and "changed what its check expects" in resp.incomplete
+
+
+class _Unfinished(Assist):
+    """Another assist's reason to call the task unfinished (as ``rewrite``'s is for a function
+    it wrote afresh that only the model's own check tried)."""
+
+    name = "unfinished-for-the-test"
+
+    def unfinished(self, loop: Loop, state: LoopState) -> str | None:
+        return "another assist's reason"
+
+
+@needs_bwrap
+def test_another_assists_reason_keeps_the_run_going_to_the_models_answer(ws: Path) -> None:
+    script = [fix(), turn(tool="run_python", arguments=ASSERT_FIVE), turn(answer="add() adds.")]
+    transport, resp = proof_runtime(ws, script, _Unfinished())
+    assert resp.text == "add() adds." and resp.incomplete == "another assist's reason"
+    assert len(transport.requests) == 3
+
+
+@needs_bwrap
+def test_a_library_callers_loop_still_ends_on_the_models_answer(ws: Path) -> None:
+    transport = ScriptedTransport(
+        [fix(), turn(tool="run_python", arguments=ASSERT_FIVE), turn(answer="add() adds.")],
+        tools=True,
+    )
+    runtime = LocalToolRuntime(transport, executor(ws), model="m", protocol="constrained")
+    resp = approve_all(runtime, runtime.run(TASK))
+    assert resp.text == "add() adds." and resp.incomplete is None
+    assert len(transport.requests) == 3
+
+
+@needs_bwrap
+def test_rune_run_ends_on_the_check_that_shows_the_change(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "proj").mkdir(parents=True)
+    (home / "proj" / "calc.py").write_text(BROKEN)
+    fixed = {
+        "tool": "replace_function",
+        "arguments": {"path": "calc.py", "name": "add", "code": FIXED},
+    }
+    checked = {"tool": "run_python", "arguments": ASSERT_FIVE}
+    with FakeOllama([FakeModel("qwen3:latest", ("completion", "tools"))]) as server:
+        server.script(text_reply(json.dumps(fixed)), text_reply(json.dumps(checked)))
+        done = rune(
+            home,
+            "run",
+            "--workspace",
+            str(home / "proj"),
+            "--protocol",
+            "constrained",
+            "--yes",
+            str(TASK[0]["content"]),
+            env={"OLLAMA_HOST": server.url},
+        )
+        assert server.count("/api/chat") == 2
+    assert done.returncode == EXIT_OK, done.stdout + done.stderr
+    assert (home / "proj" / "calc.py").read_text() == FIXED
+    assert "Changed calc.py: the check run after the change passes" in done.stdout

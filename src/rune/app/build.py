@@ -114,7 +114,12 @@ def assists_for(
             return auto_check(request, workspace, policy)
 
     return standard_assists(
-        auto_checks=auto_checks, trials=executor, without=without, unchanged=True, reask=True
+        auto_checks=auto_checks,
+        trials=executor,
+        without=without,
+        unchanged=True,
+        reask=True,
+        ends_on_proof=True,
     )
 
 

@@ -71,6 +71,7 @@ def standard_assists(
     without: frozenset[str] = frozenset(),
     unchanged: bool = False,
     reask: bool = False,
+    ends_on_proof: bool = False,
 ) -> list[Assist]:
     """Every assist that has what it needs (the tests need ``auto_checks``; the repair tries
     changes with ``trials``, by default the loop's executor when it can), but those named in
@@ -78,12 +79,14 @@ def standard_assists(
     command runs: a library caller's loop keeps the design's rule that an answer ends the run
     (a question asked as "fix..." is still answered). ``reask`` adds asking again when a reply
     is cut off, which the command runs too (a library caller's cut reply goes back to the
-    model as unusable, one model call each, as the design counts them)."""
+    model as unusable, one model call each, as the design counts them). ``ends_on_proof``
+    ends a run on the model's check that shows its change, with Rune's answer
+    (:class:`CheckBeforeAnswer`), which the command runs too."""
     tests = TestDriven(auto_checks) if auto_checks is not None and "tests" not in without else None
     assists: list[Assist | None] = [
         tests,
         KeepWhatPasses(trials) if tests is not None else None,
-        CheckBeforeAnswer(tests, trials),
+        CheckBeforeAnswer(tests, trials, ends_on_proof=ends_on_proof),
         NudgeAfterFailure(),
         NudgeWhenUnchanged(trials) if unchanged else None,
         PlainWhenInvalid(),

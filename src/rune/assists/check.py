@@ -25,6 +25,14 @@ the check to ``assert circle_area(3) == 6``, which passed, and answered. So when
 passed since the last change expects of an expression only values that no check expected of it
 before one failed on that assert (:func:`moved_expectation`), the answer leaves the task
 unfinished with the expression and both values.
+
+Under the ``rune`` command (``ends_on_proof``), a check that shows the change ends the run: the
+model's check passed right after its change, fails on the code as it was, moved no expectation,
+and nothing else leaves the task unfinished (:mod:`rune.outcome`, the other assists). Rune
+writes the answer, as it does when the project's tests pass (:mod:`rune.assists.tests`): the
+1.5B's answer turn after such a check only repeated what the events say, or claimed more, and
+cost a model call (``bench/README.md``: 13 of the 16 `bugs` runs made one call less). A library
+caller's loop keeps the design's rule that the model's answer ends the run.
 """
 
 from __future__ import annotations
@@ -32,13 +40,14 @@ from __future__ import annotations
 import ast
 from collections.abc import Collection, Sequence
 
+from rune import outcome
 from rune.assists.tests import TestDriven
 from rune.calls import tool_request
-from rune.messages import ToolEvent, ToolRequest, ToolStatus
+from rune.messages import OperatorResponse, ToolEvent, ToolRequest, ToolStatus
 from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.breaker import LOOP_SOURCE
-from rune.text import visible
+from rune.text import for_display, visible
 from rune.tools.spec import Trials, trials_of
 
 __all__ = [
@@ -65,10 +74,53 @@ class CheckBeforeAnswer(Assist):
 
     name = "check"
 
-    def __init__(self, tests: TestDriven | None = None, trials: Trials | None = None) -> None:
+    def __init__(
+        self,
+        tests: TestDriven | None = None,
+        trials: Trials | None = None,
+        *,
+        ends_on_proof: bool = False,
+    ) -> None:
         self._tests = tests
         #: None: the loop's executor, when it is one
         self._trials = trials
+        self._ends_on_proof = ends_on_proof
+
+    def after_calls(self, loop: Loop, state: LoopState) -> OperatorResponse | None:
+        """The run's end, with Rune's answer, when the model's check just showed its change."""
+        if not self._ends_on_proof or not self._shows_last_change(loop, state):
+            return None
+        if outcome.problems(state.events, loop.kinds):
+            return None
+        if loop.unfinished_reasons(state, besides=self):
+            return None
+        change = state.events[-2]
+        path = change.arguments.get("path")
+        what = for_display(path) if isinstance(path, str) else change.name
+        return loop.finished(
+            state,
+            f"Changed {what}: the check run after the change passes, and it fails on the "
+            "code as it was.",
+        )
+
+    def _shows_last_change(self, loop: Loop, state: LoopState) -> bool:
+        """Whether the turn's call was the model's check, right after its change, passing now
+        and failing on the code as it was, with no expectation of it moved to fit the code."""
+        checks = loop.kinds.checks
+        if not checks or not loop.protocol_of(state).withholds_answer or len(state.events) < 2:
+            return False
+        if self._tests is not None and self._tests.check(state) is not None:
+            return False  # the project's tests judge the run
+        change, check = state.events[-2], state.events[-1]
+        if check.name not in checks or check.status != "done" or check.source == LOOP_SOURCE:
+            return False
+        if change.name not in loop.kinds.changes or change.status != "done":
+            return False
+        if moved_expectation(state.events, [check], checks) is not None:
+            return False
+        trials = trials_of(self._trials, loop.executor)
+        before = None if trials is None else trials.try_before_changes(check.name, check.arguments)
+        return before is not None and not before.passed
 
     def after_result(
         self, loop: Loop, state: LoopState, request: ToolRequest, status: ToolStatus

@@ -72,6 +72,11 @@ class Loop(Protocol):
         """The run's end with ``text`` as its answer."""
         ...
 
+    def unfinished_reasons(self, state: LoopState, *, besides: Assist | None = None) -> list[str]:
+        """Why the assists (all but ``besides``) would find an answer now leaves the task
+        unfinished (empty: none would)."""
+        ...
+
     def shape(self, messages: Sequence[Message]) -> tuple[ChatRequest, ShapedRequest | None]:
         """A request of ``messages`` alone (no tools), fitted as the loop's own are (and what
         the shaper made of it, None without one)."""

@@ -10,6 +10,7 @@ from rune import outcome
 from rune.errors import RuneError
 from rune.messages import OperatorResponse
 from rune.pause.state import LoopState
+from rune.text import plural
 from rune.tools.spec import ToolSpec
 
 __all__ = ["Endings", "tool_kinds"]
@@ -81,6 +82,15 @@ class Endings:
 
     def failure(self, state: LoopState, error: str, kind: str) -> OperatorResponse:
         return self.respond(state, success=False, error=error, error_kind=kind)
+
+    def iteration_limit(self, state: LoopState) -> OperatorResponse:
+        """The run's end when the model used its budget without a final answer."""
+        used = plural(self.max_iterations, "iteration")
+        return self.failure(
+            state,
+            f"iteration limit: the model used its {used} without a final answer",
+            "IterationLimit",
+        )
 
     def before_loop(self, err: RuneError) -> OperatorResponse:
         return OperatorResponse(

@@ -25,7 +25,6 @@ from rune.runtime.endings import Endings
 from rune.runtime.protocol import ToolProtocol, Turn
 from rune.runtime.protocols import PROTOCOLS, choose_protocol, likely_protocol, standard_protocol
 from rune.runtime.settings import check_settings
-from rune.text import plural
 from rune.tools.spec import Executor
 from rune.transport.base import Transport
 
@@ -158,12 +157,7 @@ class Runner(Calls):
                 if stop is not None:
                     return stop
             if state.iterations_used >= self.max_iterations:
-                used = plural(self.max_iterations, "iteration")
-                return self.endings.failure(
-                    state,
-                    f"iteration limit: the model used its {used} without a final answer",
-                    "IterationLimit",
-                )
+                return self.endings.iteration_limit(state)
             state.iterations_used += 1
             self.emit(ev.IterationStarted(state.iterations_used, self.max_iterations))
             try:
@@ -253,7 +247,7 @@ class Runner(Calls):
             if reminder is not None:
                 state.messages.append({"role": "user", "content": reminder})
                 return None
-        also = [a.unfinished(self, state) for a in self.hooks.unfinished]
+        also = self.unfinished_reasons(state)
         return self.endings.finished(state, text, cut_off=done_reason == "length", also=also)
 
     # --- protocols ----------------------------------------------------------------------
@@ -286,6 +280,10 @@ class Runner(Calls):
 
     def finished(self, state: LoopState, text: str) -> OperatorResponse:
         return self.endings.finished(state, text)
+
+    def unfinished_reasons(self, state: LoopState, *, besides: Assist | None = None) -> list[str]:
+        reasons = (a.unfinished(self, state) for a in self.hooks.unfinished if a is not besides)
+        return [r for r in reasons if r]
 
     def shape(self, messages: Sequence[Message]) -> tuple[ChatRequest, ShapedRequest | None]:
         return ChatRequest(messages, options=self.options).shaped(self.shaper, self.model)
