@@ -264,6 +264,14 @@ SENSITIVE = [
     ".husky/pre-commit",
     ".devcontainer/devcontainer.json",
     "mise.toml",
+    ".venv/bin/pytest",
+    ".venv/lib/python3.11/site-packages/calc/__init__.py",
+    "venv/bin/activate",
+    "env/lib/python3.11/site-packages/pytest.py",
+    "pyvenv.cfg",
+    ".tox/py311/bin/python",
+    "node_modules/.bin/jest",
+    "__pypackages__/3.11/lib/calc.py",
 ]
 
 

@@ -418,4 +418,25 @@ RUNS_CODE = NameList(
     sequences=(".github/workflows", ".github/actions"),
 )
 
-SENSITIVE: tuple[NameList, ...] = (AGENT_INSTRUCTIONS, RUNS_CODE)
+INSTALLED = NameList(
+    "is inside an installed environment (a virtualenv, site-packages, node_modules): its code "
+    "runs the next time the project's interpreter or tools start",
+    # A project's environment is where its python, pytest and packages are run from, outside
+    # any sandbox once the user runs them: a changed .venv/bin/pytest or an __init__.py in
+    # site-packages runs then. (A user's own site-packages under ~/.local is protected.)
+    names=frozenset(
+        {
+            ".venv",
+            "venv",
+            ".tox",
+            ".nox",
+            "pyvenv.cfg",
+            "site-packages",
+            "dist-packages",
+            "__pypackages__",
+            "node_modules",
+        }
+    ),
+)
+
+SENSITIVE: tuple[NameList, ...] = (AGENT_INSTRUCTIONS, RUNS_CODE, INSTALLED)
