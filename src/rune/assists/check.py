@@ -31,7 +31,7 @@ model's check passed right after its change, fails on the code as it was, moved 
 and nothing else leaves the task unfinished (:mod:`rune.outcome`, the other assists). Rune
 writes the answer, as it does when the project's tests pass (:mod:`rune.assists.tests`): the
 1.5B's answer turn after such a check only repeated what the events say, or claimed more, and
-cost a model call (``bench/README.md``: 13 of the 16 `bugs` runs made one call less). A library
+cost a model call (``bench/README.md``: 14 of the 16 `bugs` runs made one call less). A library
 caller's loop keeps the design's rule that the model's answer ends the run.
 """
 
