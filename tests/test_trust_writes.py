@@ -430,3 +430,13 @@ def test_the_saved_prompt_cache_is_out_of_the_models_reach(
     with pytest.raises(SandboxDenied, match="Rune's own"):
         ex.run("read_file", {"path": str(slot)})
     assert slot.read_bytes() == b"saved state"
+
+
+def test_a_link_into_the_projects_virtualenv_is_sensitive_too(tmp_path: Path) -> None:
+    # the change is judged by where it lands, not by the name the model wrote
+    (tmp_path / ".venv" / "lib" / "site-packages").mkdir(parents=True)
+    (tmp_path / "lib").symlink_to(Path(".venv") / "lib" / "site-packages")
+    ex = ToolExecutor(SandboxPolicy.workspace_only(tmp_path), tmp_path)
+    pending = pending_of(ex, "lib/pytest.py")
+    assert pending.sensitive is not None and pending.sensitive.startswith(".venv is inside")
+    assert not auto_approves("all", pending)
