@@ -204,6 +204,30 @@ def test_a_check_that_forks_300_processes_hits_the_process_limit(home: Path) -> 
     assert "it hit the sandbox's limit on processes (64)" in str(failed.value), failed.value
 
 
+def test_checks_processes_together_hit_the_total_memory_limit(home: Path) -> None:
+    """Three processes of 900 MiB each stay under the 2 GiB a process may map, and together
+    over what the whole check may use: the kernel ends one of them, not the machine."""
+    from rune.tools.run_limits import process_limit_report
+
+    if "no total memory limit" in process_limit_report():
+        pytest.skip(f"no total memory limit can be enforced here: {process_limit_report()}")
+    code = (
+        "import os, time\n"
+        "kids = []\n"
+        "for _ in range(3):\n"
+        "  pid = os.fork()\n"
+        "  if pid == 0:\n"
+        "    block = b'x' * (900 * 1024**2)\n"
+        "    time.sleep(2); os._exit(0)\n"
+        "  kids.append(pid)\n"
+        "ends = [os.waitpid(pid, 0)[1] for pid in kids]\n"
+        "assert ends == [0, 0, 0], ends"
+    )
+    with pytest.raises(ToolError) as failed:
+        executor(home).run("run_python", {"code": code})
+    assert "it hit the sandbox's limit on memory (2 GiB for the whole run)" in str(failed.value)
+
+
 def test_a_check_that_writes_100_mib_hits_the_file_size_limit(home: Path) -> None:
     code = "open('/tmp/big', 'wb').write(b'x' * 100 * 1024**2)\nassert 1"
     with pytest.raises(ToolError) as failed:

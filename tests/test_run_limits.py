@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rune.tools.run_limits import CHECK, COMMAND, _sweep, launcher, limits_hit
+from rune.tools.run_limits import CHECK, COMMAND, RunCgroup, _sweep, launcher, limits_hit
 from rune.tools.runtime_dirs import runtime_dirs
 from rune.tools.seccomp import filter_program
 
@@ -107,16 +107,78 @@ def test_the_launcher_sets_every_limit_and_runs_the_command() -> None:
 
 
 def test_the_limit_a_run_hit_is_named() -> None:
-    assert limits_hit(CHECK, "MemoryError\n", 1, False) == ["memory (2 GiB address space)"]
-    assert limits_hit(
-        CHECK, "BlockingIOError: [Errno 11] Resource temporarily unavailable", 1, False
-    ) == ["processes (64)"]
-    assert limits_hit(CHECK, "", 1, True) == ["processes (64)"]
-    assert limits_hit(CHECK, "", 128 + 25, False) == ["file size (64 MiB)"]
-    assert limits_hit(COMMAND, "OSError: [Errno 27] File too large", 1, False) == [
-        "file size (8 GiB)"
+    assert limits_hit(CHECK, "MemoryError\n", 1) == ["memory (2 GiB address space)"]
+    assert limits_hit(CHECK, "BlockingIOError: [Errno 11] Resource temporarily unavailable", 1) == [
+        "processes (64)"
     ]
-    assert limits_hit(CHECK, "AssertionError\n", 1, False) == []
+    assert limits_hit(CHECK, "", 128 + 25) == ["file size (64 MiB)"]
+    assert limits_hit(COMMAND, "OSError: [Errno 27] File too large", 1) == ["file size (8 GiB)"]
+    assert limits_hit(CHECK, "AssertionError\n", 1) == []
+
+
+def v1_cgroups(tmp_path: Path) -> tuple[Path, Path]:
+    """Two stand-in cgroup v1 hierarchies (plain directories: the kernel's files are made by
+    hand, as the kernel would show them)."""
+    pids, memory = tmp_path / "pids", tmp_path / "memory"
+    pids.mkdir()
+    memory.mkdir()
+    return pids, memory
+
+
+def as_the_kernel_removes(cgroup: RunCgroup) -> None:
+    """Empty the stand-in directories, as removing a real cgroup takes its files with it."""
+    for path in cgroup.paths:
+        for entry in path.iterdir():
+            entry.unlink()
+
+
+def test_a_run_cgroup_sets_the_process_and_total_memory_limits(tmp_path: Path) -> None:
+    pids, memory = v1_cgroups(tmp_path)
+    with RunCgroup(pids, memory, CHECK) as cgroup:
+        made_pids, made_memory = cgroup.paths
+        assert made_pids.parent == pids and made_memory.parent == memory
+        assert (made_pids / "pids.max").read_text() == "64"
+        assert (made_memory / "memory.limit_in_bytes").read_text() == str(2 * 1024**3)
+        assert cgroup.counts_processes and cgroup.holds_memory
+        # the launcher joins both, and leaves the process count to the cgroup
+        argv = launcher(CHECK, cgroup, ["true"])
+        tail = argv[argv.index("-c") + 2 :]
+        dirs = [str(made_pids), str(made_memory)]
+        assert tail == [str(CHECK.memory), "0", str(CHECK.file_size), "2", *dirs, "--", "true"]
+        as_the_kernel_removes(cgroup)
+    assert not made_pids.exists() and not made_memory.exists()
+
+
+def test_under_cgroup_v2_one_directory_holds_both_limits(tmp_path: Path) -> None:
+    parent = tmp_path / "unified"
+    parent.mkdir()
+    with RunCgroup(parent, parent, COMMAND) as cgroup:
+        (made,) = cgroup.paths
+        (made / "memory.max").write_text("max")  # the kernel's file, before Rune writes it
+        # written again as Rune would on a real v2 hierarchy
+        RunCgroup._limit_memory(made, COMMAND.total_memory)
+        assert (made / "memory.max").read_text() == str(16 * 1024**3)
+        assert (made / "memory.swap.max").read_text() == "0"
+        as_the_kernel_removes(cgroup)
+    assert not made.exists()
+
+
+def test_what_the_cgroups_counted_names_the_limit(tmp_path: Path) -> None:
+    pids, memory = v1_cgroups(tmp_path)
+    with RunCgroup(pids, memory, CHECK) as cgroup:
+        made_pids, made_memory = cgroup.paths
+        (made_pids / "pids.events").write_text("max 0\n")
+        oom_control = "oom_kill_disable 0\nunder_oom 0\noom_kill {}\n"
+        (made_memory / "memory.oom_control").write_text(oom_control.format(0))
+        assert limits_hit(CHECK, "", 1, cgroup) == []
+        (made_pids / "pids.events").write_text("max 3\n")
+        (made_memory / "memory.oom_control").write_text(oom_control.format(2))
+        # an OOM kill leaves no MemoryError to read: the count is what tells
+        assert limits_hit(CHECK, "Killed\n", 137, cgroup) == [
+            "memory (2 GiB for the whole run)",
+            "processes (64)",
+        ]
+        as_the_kernel_removes(cgroup)
 
 
 def test_the_sweep_removes_only_the_cgroups_of_a_dead_rune(tmp_path: Path) -> None:

@@ -438,15 +438,14 @@ def run_contained(
     try:
         sandboxed = [*bwrap_argv(bwrap, plan, workspace, seccomp_fd), *argv]
         outcome = run_captured(
-            launcher(limits, None if cgroup is None else cgroup.path, sandboxed),
+            launcher(limits, cgroup, sandboxed),
             workspace,
             timeout,
             env=env,
             pass_fds=() if seccomp_fd is None else (seccomp_fd,),
         )
         text = (outcome.head + outcome.tail).decode("utf-8", "replace")
-        forks = cgroup is not None and cgroup.hit()
-        hit = limits_hit(limits, text, outcome.exit_code, forks)
+        hit = limits_hit(limits, text, outcome.exit_code, cgroup)
         return dataclasses.replace(outcome, limits_hit=tuple(hit))
     finally:
         if seccomp_fd is not None:

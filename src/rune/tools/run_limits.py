@@ -14,6 +14,13 @@ hierarchy), the launcher moves itself into a new child cgroup whose ``pids.max``
 and ``pids.events`` then says whether the limit was hit. Otherwise ``RLIMIT_NPROC`` is set to
 the tasks the user runs now plus the limit (and root has no process limit; ``rune doctor``
 says which applies).
+
+``RLIMIT_AS`` caps each process, not the run: 64 processes of 2 GiB each could still take
+128 GiB, and what they write to the run's tmpfs directories is memory too. So where Rune finds
+a memory cgroup it may write (v2 with ``memory`` delegated, or a v1 ``memory`` hierarchy), the
+launcher also joins a new child cgroup whose limit is the run's total (:attr:`Limits.total_memory`,
+swap included where the kernel counts it): past it the kernel's OOM killer ends a process of
+the run, never one of the user's, and the cgroup's ``oom_kill`` count says so.
 """
 
 from __future__ import annotations
@@ -39,10 +46,14 @@ class Limits:
     processes: int
     #: the largest file a process may write, bytes
     file_size: int
+    #: the memory of the whole run (its processes and its tmpfs files), where a memory cgroup
+    #: can hold it (:func:`memory_limit_report`)
+    total_memory: int
 
     def describe(self) -> str:
         return (
-            f"{self.memory // GIB} GiB address space per process, {self.processes} processes, "
+            f"{self.memory // GIB} GiB address space per process, "
+            f"{_size(self.total_memory)} in all, {self.processes} processes, "
             f"files up to {_size(self.file_size)}, no core files"
         )
 
@@ -52,20 +63,21 @@ def _size(n: int) -> str:
 
 
 #: for what runs without approval
-CHECK = Limits(memory=2 * GIB, processes=64, file_size=64 * MIB)
+CHECK = Limits(memory=2 * GIB, processes=64, file_size=64 * MIB, total_memory=2 * GIB)
 #: for an approved command or a configured MCP server
-COMMAND = Limits(memory=16 * GIB, processes=1024, file_size=8 * GIB)
+COMMAND = Limits(memory=16 * GIB, processes=1024, file_size=8 * GIB, total_memory=16 * GIB)
 
-#: argv: MEMORY PROCESSES FILE_SIZE CGROUP_DIR ("" for none) -- COMMAND...
+#: argv: MEMORY PROCESSES FILE_SIZE N CGROUP_DIR... (N of them) -- COMMAND...; PROCESSES is 0
+#: when a pids cgroup among them counts the processes (no RLIMIT_NPROC then)
 SOURCE = r"""
 import os, resource, sys
 
-memory, processes, file_size = (int(a) for a in sys.argv[1:4])
-cgroup, argv = sys.argv[4], sys.argv[6:]
-if cgroup:
+memory, processes, file_size, count = (int(a) for a in sys.argv[1:5])
+cgroups, argv = sys.argv[5 : 5 + count], sys.argv[6 + count :]
+for cgroup in cgroups:
     with open(os.path.join(cgroup, "cgroup.procs"), "w") as handle:
         handle.write(str(os.getpid()))
-elif os.getuid() != 0:
+if processes and os.getuid() != 0:
     uid, tasks = os.getuid(), 0
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -86,14 +98,16 @@ sys.exit(127)
 """
 
 
-def launcher(limits: Limits, cgroup: Path | None, argv: list[str]) -> list[str]:
-    """``argv`` started under ``limits`` (in ``cgroup`` when given)."""
-    numbers = (limits.memory, limits.processes, limits.file_size)
+def launcher(limits: Limits, cgroup: RunCgroup | None, argv: list[str]) -> list[str]:
+    """``argv`` started under ``limits`` (in ``cgroup``'s directories when given)."""
+    dirs = [] if cgroup is None else cgroup.paths
+    processes = 0 if cgroup is not None and cgroup.counts_processes else limits.processes
+    numbers = (limits.memory, processes, limits.file_size, len(dirs))
     head = [sys.executable, "-I", "-S", "-c", SOURCE, *map(str, numbers)]
-    return [*head, str(cgroup or ""), "--", *argv]
+    return [*head, *map(str, dirs), "--", *argv]
 
 
-# --- a pids cgroup ----------------------------------------------------------------------------
+# --- the run's cgroups ------------------------------------------------------------------------
 
 
 def _mounts() -> list[tuple[str, str, str]]:
@@ -120,20 +134,21 @@ def _own_cgroups() -> list[tuple[str, str]]:
     return found
 
 
-def pids_cgroup_parent() -> Path | None:
-    """A cgroup directory Rune may create a child with ``pids.max`` in, or None."""
+def cgroup_parent(controller: str) -> Path | None:
+    """A cgroup directory Rune may create a child under that ``controller`` (``"pids"`` or
+    ``"memory"``) limits, or None."""
     mounts = _mounts()
     for controllers, path in _own_cgroups():
         relative = path.lstrip("/")
         if controllers == "":
             for point, kind, _ in mounts:
                 here = Path(point) / relative
-                if kind == "cgroup2" and _has_pids_delegated(here):
+                if kind == "cgroup2" and _has_delegated(here, controller):
                     return here
-        elif "pids" in controllers.split(","):
+        elif controller in controllers.split(","):
             for point, kind, options in mounts:
                 here = Path(point) / relative
-                if kind == "cgroup" and "pids" in options.split(",") and _writable(here):
+                if kind == "cgroup" and controller in options.split(",") and _writable(here):
                     return here
     return None
 
@@ -142,64 +157,113 @@ def _writable(path: Path) -> bool:
     return path.is_dir() and os.access(path, os.W_OK | os.X_OK)
 
 
-def _has_pids_delegated(path: Path) -> bool:
+def _has_delegated(path: Path, controller: str) -> bool:
     try:
         controllers = (path / "cgroup.subtree_control").read_text().split()
     except OSError:
         return False
-    return "pids" in controllers and _writable(path)
+    return controller in controllers and _writable(path)
 
 
 _counter = itertools.count()
 
 
-class PidsCgroup:
-    """A child cgroup with ``pids.max``, removed on leaving the ``with`` block."""
+class RunCgroup:
+    """The child cgroups of one contained run, removed on leaving the ``with`` block: one
+    under ``pids`` with ``pids.max`` and one under ``memory`` with the run's total, either
+    missing where Rune may not make it (one directory serves both under cgroup v2)."""
 
-    def __init__(self, parent: Path, processes: int) -> None:
-        self.path = parent / f"rune-{os.getpid()}-{next(_counter)}"
-        self.path.mkdir()
+    def __init__(self, pids: Path | None, memory: Path | None, limits: Limits) -> None:
+        self.paths: list[Path] = []
+        self.counts_processes = False
+        self.holds_memory = False
+        self._pids: Path | None = None
+        self._memory: Path | None = None
+        name = f"rune-{os.getpid()}-{next(_counter)}"
         try:
-            (self.path / "pids.max").write_text(str(processes))
+            if pids is not None:
+                self._pids = self._make(pids / name)
+                (self._pids / "pids.max").write_text(str(limits.processes))
+                self.counts_processes = True
+            if memory is not None:
+                self._memory = self._pids if memory == pids else self._make(memory / name)
+                assert self._memory is not None
+                self._limit_memory(self._memory, limits.total_memory)
+                self.holds_memory = True
         except OSError:
             self.remove()
             raise
 
-    def hit(self) -> bool:
+    def _make(self, path: Path) -> Path:
+        path.mkdir()
+        self.paths.append(path)
+        return path
+
+    @staticmethod
+    def _limit_memory(path: Path, total: int) -> None:
+        if (path / "memory.max").exists():  # cgroup v2
+            (path / "memory.max").write_text(str(total))
+            with contextlib.suppress(OSError):
+                (path / "memory.swap.max").write_text("0")
+            return
+        (path / "memory.limit_in_bytes").write_text(str(total))
+        # memory and swap together, where the kernel counts swap (never below the first)
+        with contextlib.suppress(OSError):
+            (path / "memory.memsw.limit_in_bytes").write_text(str(total))
+
+    def processes_hit(self) -> bool:
         """Whether a fork was refused because of ``pids.max``."""
-        try:
-            for line in (self.path / "pids.events").read_text().splitlines():
-                name, _, count = line.partition(" ")
-                if name == "max" and count.strip() not in ("", "0"):
-                    return True
-        except OSError:
-            pass
-        return False
+        return self._pids is not None and _count(self._pids / "pids.events", "max") > 0
+
+    def memory_hit(self) -> bool:
+        """Whether the kernel killed a process of the run for the total memory limit."""
+        if self._memory is None:
+            return False
+        events = "memory.events" if (self._memory / "memory.events").exists() else ""
+        return _count(self._memory / (events or "memory.oom_control"), "oom_kill") > 0
 
     def remove(self) -> None:
-        # The run's PID namespace is gone with bubblewrap, but its last tasks may take a
-        # moment to leave the cgroup; kill what is left, then remove it.
-        for _ in range(50):
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                self._kill_left()
-                time.sleep(0.02)
+        for path in self.paths:
+            _remove(path)
 
-    def _kill_left(self) -> None:
-        with contextlib.suppress(OSError):
-            for pid in (self.path / "cgroup.procs").read_text().split():
-                with contextlib.suppress(OSError):
-                    os.kill(int(pid), signal.SIGKILL)
-
-    def __enter__(self) -> PidsCgroup:
+    def __enter__(self) -> RunCgroup:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.remove()
+
+
+def _count(path: Path, key: str) -> int:
+    """The number after ``key`` in a flat-keyed cgroup file (0 when missing)."""
+    try:
+        for line in path.read_text().splitlines():
+            name, _, count = line.partition(" ")
+            if name == key and count.strip().isdigit():
+                return int(count)
+    except OSError:
+        pass
+    return 0
+
+
+def _remove(path: Path) -> None:
+    # The run's PID namespace is gone with bubblewrap, but its last tasks may take a moment to
+    # leave the cgroup; kill what is left, then remove it.
+    for _ in range(50):
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            _kill_left(path)
+            time.sleep(0.02)
+
+
+def _kill_left(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        for pid in (path / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):
+                os.kill(int(pid), signal.SIGKILL)
 
 
 def _sweep(parent: Path) -> None:
@@ -213,25 +277,35 @@ def _sweep(parent: Path) -> None:
                     entry.rmdir()
 
 
-def open_cgroup(limits: Limits) -> PidsCgroup | None:
-    """A fresh pids cgroup for one run, or None where Rune may not make one."""
-    parent = pids_cgroup_parent()
-    if parent is None:
-        return None
-    _sweep(parent)
-    try:
-        return PidsCgroup(parent, limits.processes)
-    except OSError:
-        return None
+def open_cgroup(limits: Limits) -> RunCgroup | None:
+    """Fresh cgroups for one run, or None where Rune may make neither."""
+    pids, memory = cgroup_parent("pids"), cgroup_parent("memory")
+    for parent in {p for p in (pids, memory) if p is not None}:
+        _sweep(parent)
+    for tried in dict.fromkeys(((pids, memory), (pids, None), (None, memory))):
+        if tried == (None, None):
+            continue
+        try:
+            return RunCgroup(*tried, limits=limits)
+        except OSError:
+            continue
+    return None
 
 
 def process_limit_report() -> str:
-    """How the process limit is enforced here (for ``rune doctor``)."""
-    if pids_cgroup_parent() is not None:
-        return "process limit by a pids cgroup"
-    if os.getuid() == 0:
-        return "no process limit (root, and no pids cgroup Rune may write)"
-    return "process limit by RLIMIT_NPROC"
+    """How the process and total memory limits are enforced here (for ``rune doctor``)."""
+    memory = (
+        "total memory limit by a memory cgroup"
+        if cgroup_parent("memory") is not None
+        else "no total memory limit (no memory cgroup Rune may write)"
+    )
+    if cgroup_parent("pids") is not None:
+        processes = "process limit by a pids cgroup"
+    elif os.getuid() == 0:
+        processes = "no process limit (root, and no pids cgroup Rune may write)"
+    else:
+        processes = "process limit by RLIMIT_NPROC"
+    return f"{processes}; {memory}"
 
 
 # --- what was hit --------------------------------------------------------------------------------
@@ -242,12 +316,20 @@ _FORK_SIGNS = ("Resource temporarily unavailable", "fork: retry", "can't fork")
 _FILE_SIGNS = ("File too large", "File size limit exceeded")
 
 
-def limits_hit(limits: Limits, output: str, exit_code: int | None, cgroup_hit: bool) -> list[str]:
-    """Which limits a finished run seems to have hit, each as a short phrase."""
+def limits_hit(
+    limits: Limits,
+    output: str,
+    exit_code: int | None,
+    cgroup: RunCgroup | None = None,
+) -> list[str]:
+    """Which limits a finished run seems to have hit, each as a short phrase: from its output
+    and exit code, and from what its ``cgroup`` counted."""
     hit = []
-    if any(s in output for s in _MEMORY_SIGNS):
+    if cgroup is not None and cgroup.memory_hit():
+        hit.append(f"memory ({_size(limits.total_memory)} for the whole run)")
+    elif any(s in output for s in _MEMORY_SIGNS):
         hit.append(f"memory ({limits.memory // GIB} GiB address space)")
-    if cgroup_hit or any(s in output for s in _FORK_SIGNS):
+    if (cgroup is not None and cgroup.processes_hit()) or any(s in output for s in _FORK_SIGNS):
         hit.append(f"processes ({limits.processes})")
     if exit_code == 128 + signal.SIGXFSZ or any(s in output for s in _FILE_SIGNS):
         hit.append(f"file size ({_size(limits.file_size)})")

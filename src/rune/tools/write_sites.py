@@ -66,11 +66,13 @@ ALLOWED_WRITE_SITES: frozenset[tuple[str, str]] = frozenset(
         # A check tried on a change before approval: a private temporary directory holding a
         # copy of the would-be file, bound read-only over it in the sandbox, then removed.
         ("rune.tools.checks", "trial_binds"),
-        # A contained run's pids cgroup: a child directory Rune creates under its own cgroup
-        # in the cgroup file system (never a path a model chose), its pids.max, its removal
-        # after the run, and the removal of empty ones a killed Rune left.
-        ("rune.tools.run_limits", "PidsCgroup.__init__"),
-        ("rune.tools.run_limits", "PidsCgroup.remove"),
+        # A contained run's cgroups: child directories Rune creates under its own cgroups in
+        # the cgroup file system (never a path a model chose), their pids.max and memory
+        # limit, their removal after the run, and the removal of empty ones a killed Rune left.
+        ("rune.tools.run_limits", "RunCgroup.__init__"),
+        ("rune.tools.run_limits", "RunCgroup._make"),
+        ("rune.tools.run_limits", "RunCgroup._limit_memory"),
+        ("rune.tools.run_limits", "_remove"),
         ("rune.tools.run_limits", "_sweep"),
         # The embedded server's prompt-cache directory, under Rune's own data directory
         # (llama.cpp writes the saved slot there itself).
