@@ -320,6 +320,32 @@ def test_a_contained_server_has_no_network_no_secrets_and_writes_only_when_allow
     assert not (outside / "probe.txt").exists()
 
 
+@needs_bwrap
+def test_a_contained_server_lives_in_its_own_cgroups_removed_with_it(tmp_path: Path) -> None:
+    """Its processes count against one memory total for its whole life (and the pids limit),
+    and closing it removes the cgroups and whatever it left running there."""
+    from rune.tools.run_limits import COMMAND, cgroup_parent
+
+    parent = cgroup_parent("memory")
+    if parent is None:
+        pytest.skip("no memory cgroup Rune may write here")
+
+    def ours() -> set[Path]:
+        return {d for d in parent.iterdir() if d.name.startswith(f"rune-{os.getpid()}-")}
+
+    before = ours()  # the servers other tests of this module keep running
+    manager = manager_for(tmp_path, fake())
+    try:
+        assert McpExecutor(manager).run("t__lookup", {"key": "a"})
+        (held,) = ours() - before
+        limit = held / ("memory.max" if (held / "memory.max").exists() else "memory.limit_in_bytes")
+        assert int(limit.read_text()) == COMMAND.total_memory
+        assert (held / "cgroup.procs").read_text().split()  # the server is in it
+    finally:
+        manager.close()
+    assert ours() == before
+
+
 def test_a_server_that_must_be_contained_does_not_start_uncontained(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -48,7 +48,7 @@ from rune.tools.commands import bwrap_argv, containment, seccomp_works
 from rune.tools.containment import contained_environment, plan_mounts
 from rune.tools.mcp.launch import PLACEHOLDER
 from rune.tools.mcp.listing import McpTool, accept_tools
-from rune.tools.run_limits import COMMAND, launcher
+from rune.tools.run_limits import COMMAND, RunCgroup, launcher, open_cgroup
 from rune.tools.runtime_dirs import runtime_dirs
 from rune.tools.sandbox import SandboxPolicy
 
@@ -105,6 +105,8 @@ class _Connection:
     session: Any = None
     future: concurrent.futures.Future[None] | None = None
     log: IO[bytes] | None = None
+    #: a contained server's cgroups (its processes and memory in all), for its whole life
+    cgroup: RunCgroup | None = None
 
 
 def _server_needs(config: McpServerConfig, path: str | None, home: Path) -> list[Path]:
@@ -273,12 +275,17 @@ class McpManager:
             return
         from mcp.client.stdio import stdio_client
 
-        params = self._stdio_parameters(connection)
         # Open until close(): a failed start and a crash quote its last line.
         connection.log = tempfile.TemporaryFile()  # noqa: SIM115
         errlog: Any = connection.log  # the SDK hands it to the process as its stderr
-        async with stdio_client(params, errlog=errlog) as streams:
-            yield streams[0], streams[1]
+        try:
+            params = self._stdio_parameters(connection)
+            async with stdio_client(params, errlog=errlog) as streams:
+                yield streams[0], streams[1]
+        finally:
+            if connection.cgroup is not None:
+                connection.cgroup.remove()  # and whatever the server left running in it
+                connection.cgroup = None
 
     def _stdio_parameters(self, connection: _Connection) -> Any:
         """The SDK's parameters for a stdio server: its command, inside bubblewrap when it
@@ -304,7 +311,8 @@ class McpManager:
             argv = [*bwrap_argv(bwrap, plan, cwd, seccomp, network=config.network), *argv]
             if seccomp is not None:
                 argv = [sys.executable, "-I", "-m", "rune.tools.mcp.launch", *argv]
-            argv = launcher(COMMAND, None, argv)
+            connection.cgroup = open_cgroup(COMMAND)
+            argv = launcher(COMMAND, connection.cgroup, argv)
         env.update(config.env)
         return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=cwd)
 
