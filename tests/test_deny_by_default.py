@@ -14,6 +14,7 @@ directory. The last section attacks the new layout itself.
 from __future__ import annotations
 
 import os
+import platform
 import random
 import shlex
 import stat
@@ -395,6 +396,47 @@ try:
 except ToolError as err:
     print(err)
 """
+
+
+#: a check that tries what a kernel exploit starts with (CVE-2024-1086 reached nf_tables so):
+#: namespaces of its own, clone3 (whose flags a filter cannot read), netfilter's netlink
+NAMESPACE_PROBE = (
+    "import ctypes, socket, subprocess, threading\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "for name, flags in [('user', 0x10000000), ('user+net', 0x50000000), ('mount', 0x20000)]:\n"
+    "  print('unshare', name, libc.unshare(flags), ctypes.get_errno())\n"
+    "NEWUSER_SIGCHLD = 0x10000000 | 17\n"
+    "print('clone user', libc.syscall(56, NEWUSER_SIGCHLD, 0, 0, 0, 0), ctypes.get_errno())\n"
+    "print('clone3', libc.syscall(435, 0, 0), ctypes.get_errno())\n"
+    "for protocol in (12, 0):\n"
+    "  try: socket.socket(16, 3, protocol).close(); print('netlink', protocol, 'ok')\n"
+    "  except OSError as e: print('netlink', protocol, e.errno)\n"
+    "t = threading.Thread(target=print, args=('thread ok',)); t.start(); t.join()\n"
+    "print('child', subprocess.run(['true']).returncode)\n"
+    "assert 1"
+)
+
+
+@pytest.mark.seccomp
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the probe uses x86-64's numbers")
+@pytest.mark.parametrize("how", ["check", "command"])
+def test_a_contained_run_makes_no_namespace_and_reaches_no_netfilter(home: Path, how: str) -> None:
+    if how == "check":
+        out = check(home, NAMESPACE_PROBE)
+    else:
+        (home / "proj" / "probe.py").write_text(NAMESPACE_PROBE)
+        out = command(home, f"{sys.executable} probe.py")
+    assert out.splitlines()[:9] == [
+        "unshare user -1 1",  # EPERM, as for a process without the right
+        "unshare user+net -1 1",
+        "unshare mount -1 1",
+        "clone user -1 1",
+        "clone3 -1 38",  # ENOSYS: threads and children fall back to clone
+        "netlink 12 93",  # EPROTONOSUPPORT: only the routing protocol getaddrinfo asks
+        "netlink 0 ok",
+        "thread ok",
+        "child 0",
+    ], out
 
 
 @pytest.mark.seccomp

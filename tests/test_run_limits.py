@@ -194,17 +194,17 @@ def test_the_sweep_removes_only_the_cgroups_of_a_dead_rune(tmp_path: Path) -> No
 # --- the seccomp filter, run by a classic-BPF interpreter for each architecture --------------
 
 
-def run_filter(program: bytes, arch: int, nr: int, arg0: int = 0) -> int:
+def run_filter(program: bytes, arch: int, nr: int, *args: int) -> int:
     """What the kernel would return for a system call: the filter run on its seccomp_data."""
-    data = struct.pack("=iIQ6Q", nr, arch, 0, arg0, 0, 0, 0, 0, 0)
+    data = struct.pack("=iIQ6Q", nr, arch, 0, *args, *(0,) * (6 - len(args)))
     insns = [struct.unpack("=HBBI", program[i : i + 8]) for i in range(0, len(program), 8)]
     acc, pc = 0, 0
     while True:
         code, jt, jf, k = insns[pc]
         if code == 0x20:  # BPF_LD | BPF_W | BPF_ABS
             acc = struct.unpack_from("=I", data, k)[0]
-        elif code in (0x15, 0x35):  # BPF_JEQ / BPF_JGE, constant operand
-            taken = acc == k if code == 0x15 else acc >= k
+        elif code in (0x15, 0x35, 0x45):  # BPF_JEQ / BPF_JGE / BPF_JSET, constant operand
+            taken = {0x15: acc == k, 0x35: acc >= k, 0x45: bool(acc & k)}[code]
             pc += jt if taken else jf
         elif code == 0x06:  # BPF_RET
             return k
@@ -215,6 +215,50 @@ def run_filter(program: bytes, arch: int, nr: int, arg0: int = 0) -> int:
 
 ALLOW, KILL = 0x7FFF0000, 0x80000000
 ERRNO = 0x00050000
+
+
+@pytest.mark.parametrize(
+    ("machine", "arch", "unshare", "clone", "socket_nr"),
+    [("x86_64", 0xC000003E, 272, 56, 41), ("aarch64", 0xC00000B7, 97, 220, 198)],
+)
+def test_the_filter_refuses_new_namespaces_clone3_and_netlink_but_routing(
+    monkeypatch: pytest.MonkeyPatch,
+    machine: str,
+    arch: int,
+    unshare: int,
+    clone: int,
+    socket_nr: int,
+) -> None:
+    monkeypatch.setattr(platform, "machine", lambda: machine)
+    program = filter_program()
+    assert program is not None
+    eperm = ERRNO | errno.EPERM
+    namespaces = {
+        "user": 0x10000000,
+        "mount": 0x00020000,
+        "net": 0x40000000,
+        "pid": 0x20000000,
+        "ipc": 0x08000000,
+        "uts": 0x04000000,
+        "cgroup": 0x02000000,
+        "time": 0x00000080,
+    }
+    for name, flag in namespaces.items():
+        assert run_filter(program, arch, unshare, flag) == eperm, name
+        assert run_filter(program, arch, clone, flag | 17) == eperm, name
+    # a thread and a child (glibc's flags), and unshare of what is not a namespace, go on
+    thread = (
+        0x3D0F00  # CLONE_VM|FS|FILES|SIGHAND|THREAD|SYSVSEM|SETTLS|PARENT_SETTID|CHILD_CLEARTID
+    )
+    for flags in (thread, 0x01200011, 0x400):  # the last: unshare(CLONE_FILES)
+        assert run_filter(program, arch, clone, flags) == ALLOW
+        assert run_filter(program, arch, unshare, flags) == ALLOW
+    assert run_filter(program, arch, 435) == ERRNO | errno.ENOSYS  # clone3
+    assert run_filter(program, arch, socket_nr, 16, 3, 0) == ALLOW  # NETLINK_ROUTE
+    for protocol in (12, 9, 15, 6):  # netfilter, audit, uevents, xfrm
+        refused = ERRNO | errno.EPROTONOSUPPORT
+        assert run_filter(program, arch, socket_nr, 16, 3, protocol) == refused, protocol
+    assert run_filter(program, arch, socket_nr, 2, 1, 6) == ALLOW  # TCP over IPv4
 
 
 @pytest.mark.parametrize(

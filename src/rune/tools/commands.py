@@ -105,7 +105,7 @@ def containment_report() -> tuple[bool, str]:
     if problem:
         return False, problem
     sockets = (
-        "only IP and netlink sockets (seccomp)"
+        "only IP and netlink routing sockets, no new namespaces (seccomp)"
         if seccomp_works(bwrap)
         else "no seccomp filter here: UNIX sockets are not blocked"
     )

@@ -1,18 +1,29 @@
-"""The seccomp filter of a contained run: sockets of allowed families only; no io_uring, no keyring.
+"""The seccomp filter of a contained run: sockets of allowed families only; no namespaces of its
+own; no io_uring, no keyring.
 
 A UNIX socket on a read-only mount can still be connected to, a socket file may lie anywhere,
 and some families ignore the network namespace altogether: ``AF_VSOCK`` reaches the
 hypervisor of a VM (CID 2 answered from inside the old sandbox), ``AF_BLUETOOTH`` the radio.
 So the filter lets ``socket`` create only the families in :data:`ALLOWED_FAMILIES`: IP (useless
-in the empty network namespace, but programs probe it) and netlink (``getaddrinfo`` and
-``getifaddrs`` ask the kernel about interfaces through it). Every other family, ``AF_UNIX``
-included, fails with ``EAFNOSUPPORT``, as on a kernel without it, so programs take their
-fallback path. ``socketpair`` stays allowed: it makes a connected pair between a run's own
-processes (asyncio, multiprocessing pipes) and reaches nothing else. io_uring, which can create
-sockets without the ``socket`` system call, fails with ``ENOSYS`` (programs fall back to
-ordinary I/O), and so does the kernel keyring (``keyctl``, ``add_key``, ``request_key``): no
-namespace separates it, so a run would read the keys of the session that started Rune
-(Kerberos tickets in a ``KEYRING:`` cache, tokens a tool stored there).
+in the empty network namespace, but programs probe it) and netlink's routing protocol
+(``getaddrinfo`` and ``getifaddrs`` ask the kernel about interfaces through it). Every other
+family, ``AF_UNIX`` included, fails with ``EAFNOSUPPORT``, as on a kernel without it, and every
+other netlink protocol (netfilter, audit, uevents, xfrm) with ``EPROTONOSUPPORT``, so programs
+take their fallback path. ``socketpair`` stays allowed: it makes a connected pair between a
+run's own processes (asyncio, multiprocessing pipes) and reaches nothing else. io_uring, which
+can create sockets without the ``socket`` system call, fails with ``ENOSYS`` (programs fall
+back to ordinary I/O), and so does the kernel keyring (``keyctl``, ``add_key``,
+``request_key``): no namespace separates it, so a run would read the keys of the session that
+started Rune (Kerberos tickets in a ``KEYRING:`` cache, tokens a tool stored there).
+
+A run makes no namespace of its own: ``unshare`` and ``clone`` with a ``CLONE_NEW*`` flag fail
+with ``EPERM``, and ``clone3``, whose flags lie in memory a filter cannot read, with ``ENOSYS``
+(glibc then makes threads and children with ``clone``, as Docker's default profile has it). A
+user namespace of its own gives a process every capability over the network and mount
+namespaces it makes there, and that is how kernel exploits reach code no unprivileged process
+otherwise can (CVE-2024-1086 went through nf_tables so; a check ran that far, unasked, before
+this filter). A nested sandbox, a rootless container or Chrome's own sandbox cannot start
+inside Rune's (Chrome runs with ``--no-sandbox`` there).
 
 The filter is a small classic-BPF program, assembled here (no libseccomp needed) for x86-64
 and AArch64, and handed to bubblewrap with ``--seccomp FD``. A system call made through another
@@ -27,13 +38,15 @@ import errno
 import os
 import platform
 import struct
+from dataclasses import dataclass
 
 # struct seccomp_data: int nr; u32 arch; u64 instruction_pointer; u64 args[6]
-_NR, _ARCH, _ARG0_LOW = 0, 4, 16
+_NR, _ARCH, _ARG0_LOW, _ARG2_LOW = 0, 4, 16, 32
 # classic BPF opcodes
 _LD_W_ABS = 0x20
 _JEQ_K = 0x15
 _JGE_K = 0x35
+_JSET_K = 0x45
 _RET_K = 0x06
 _ALLOW = 0x7FFF0000
 _ERRNO = 0x00050000
@@ -45,18 +58,35 @@ AF_INET6 = 10
 AF_NETLINK = 16
 #: the only families ``socket`` may create
 ALLOWED_FAMILIES = (AF_INET, AF_INET6, AF_NETLINK)
+#: the only netlink protocol: routing (interfaces and addresses, what ``getaddrinfo`` asks)
+NETLINK_ROUTE = 0
+#: every ``CLONE_NEW*`` flag: a new namespace of any kind (user, mount, network, PID, IPC,
+#: UTS, cgroup, time)
+NAMESPACE_FLAGS = 0x7E020080
 
 
-def _arch() -> tuple[int, int, tuple[int, ...], bool] | None:
-    """(AUDIT_ARCH value, socket's number, the numbers refused with ENOSYS, has x32) for this
-    machine. Refused: io_uring (setup, enter, register) and the kernel keyring (add_key,
-    request_key, keyctl)."""
+@dataclass(frozen=True, slots=True)
+class _Numbers:
+    """One machine's system call numbers the filter names."""
+
+    audit_arch: int
+    socket: int
+    unshare: int
+    clone: int
+    #: refused with ENOSYS: io_uring (setup, enter, register), the kernel keyring (add_key,
+    #: request_key, keyctl), and clone3 (its flags lie in memory a filter cannot read)
+    refused: tuple[int, ...]
+    has_x32: bool
+
+
+def _arch() -> _Numbers | None:
+    """This machine's numbers, or None where Rune has no filter."""
     machine = platform.machine().lower()
-    io_uring = (425, 426, 427)
+    io_uring, clone3 = (425, 426, 427), 435
     if machine in ("x86_64", "amd64"):
-        return 0xC000003E, 41, (*io_uring, 248, 249, 250), True
+        return _Numbers(0xC000003E, 41, 272, 56, (*io_uring, 248, 249, 250, clone3), True)
     if machine in ("aarch64", "arm64"):
-        return 0xC00000B7, 198, (*io_uring, 217, 218, 219), False
+        return _Numbers(0xC00000B7, 198, 97, 220, (*io_uring, 217, 218, 219, clone3), False)
     return None
 
 
@@ -64,35 +94,59 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k)
 
 
+#: an instruction: (opcode, operand, where it jumps when true, when false; None: the next);
+#: a bare string marks the place a jump of that name lands
+_Line = tuple[int, int, str | None, str | None] | str
+
+
 def filter_program() -> bytes | None:
     """The filter as bwrap's ``--seccomp`` reads it (an array of ``struct sock_filter``), or
     None where Rune has no filter for this machine."""
-    arch = _arch()
-    if arch is None:
+    n = _arch()
+    if n is None:
         return None
-    audit_arch, socket_nr, refused, x32 = arch
-    # Straight-line program with jumps to the returns at its end.
-    body: list[tuple[int, int, str | None, str | None]] = [
+    always = (_JGE_K, 0)  # an unsigned value >= 0: a jump taken every time
+    body: list[_Line] = [
         (_LD_W_ABS, _ARCH, None, None),
-        (_JEQ_K, audit_arch, None, "kill"),
+        (_JEQ_K, n.audit_arch, None, "kill"),
         (_LD_W_ABS, _NR, None, None),
     ]
-    if x32:
+    if n.has_x32:
         body.append((_JGE_K, _X32_BIT, "kill", None))
-    for number in refused:
-        body.append((_JEQ_K, number, "enosys", None))
-    body += [(_JEQ_K, socket_nr, None, "allow"), (_LD_W_ABS, _ARG0_LOW, None, None)]
-    body += [(_JEQ_K, family, "allow", None) for family in ALLOWED_FAMILIES]
-    body.append((_JGE_K, 0, "eafnosupport", None))  # always true: the fall-through refuses
+    body += [(_JEQ_K, number, "enosys", None) for number in n.refused]
+    body += [
+        (_JEQ_K, n.unshare, "namespaces", None),
+        (_JEQ_K, n.clone, "namespaces", None),
+        (_JEQ_K, n.socket, None, "allow"),
+        (_LD_W_ABS, _ARG0_LOW, None, None),
+        (_JEQ_K, AF_NETLINK, "netlink", None),
+        *((_JEQ_K, family, "allow", None) for family in ALLOWED_FAMILIES),
+        (*always, "eafnosupport", None),
+        "netlink",
+        (_LD_W_ABS, _ARG2_LOW, None, None),
+        (_JEQ_K, NETLINK_ROUTE, "allow", "eprotonosupport"),
+        # unshare's and clone's flags are their first argument on both machines
+        "namespaces",
+        (_LD_W_ABS, _ARG0_LOW, None, None),
+        (_JSET_K, NAMESPACE_FLAGS, "eperm", "allow"),
+    ]
     returns = {
         "allow": _ALLOW,
         "eafnosupport": _ERRNO | errno.EAFNOSUPPORT,
+        "eprotonosupport": _ERRNO | errno.EPROTONOSUPPORT,
+        # what a process without the right to make a namespace gets anyway
+        "eperm": _ERRNO | errno.EPERM,
         "enosys": _ERRNO | errno.ENOSYS,
         "kill": _KILL_PROCESS,
     }
-    at = {name: len(body) + i for i, name in enumerate(returns)}
+    lines = [line for line in body if not isinstance(line, str)]
+    at: dict[str, int] = {}
+    for line in body:
+        if isinstance(line, str):
+            at[line] = len([x for x in body[: body.index(line)] if not isinstance(x, str)])
+    at |= {name: len(lines) + i for i, name in enumerate(returns)}
     program = []
-    for index, (code, k, true, false) in enumerate(body):
+    for index, (code, k, true, false) in enumerate(lines):
         jt = at[true] - index - 1 if true else 0
         jf = at[false] - index - 1 if false else 0
         program.append(_insn(code, k, jt, jf))
