@@ -188,11 +188,19 @@ def test_a_check_that_touches_3_gib_hits_the_memory_limit(home: Path) -> None:
     assert "it hit the sandbox's limit on memory (2 GiB address space)" in str(failed.value)
 
 
-def test_a_check_that_forks_300_processes_hits_the_process_limit(home: Path) -> None:
+def hits_limit(home: Path, code: str, limit: str, unenforced: str) -> None:
+    """The check ``code`` fails, and its report names ``limit``; a skip where ``rune doctor``'s
+    report says ``unenforced`` (no cgroup, or root without one)."""
     from rune.tools.run_limits import process_limit_report
 
-    if "no process limit" in process_limit_report():
-        pytest.skip(f"no process limit can be enforced here: {process_limit_report()}")
+    if unenforced in process_limit_report():
+        pytest.skip(f"{unenforced} can be enforced here: {process_limit_report()}")
+    with pytest.raises(ToolError) as failed:
+        executor(home).run("run_python", {"code": code})
+    assert f"it hit the sandbox's limit on {limit}" in str(failed.value), failed.value
+
+
+def test_a_check_that_forks_300_processes_hits_the_process_limit(home: Path) -> None:
     code = (
         "import os, time\n"
         "for _ in range(300):\n"
@@ -200,18 +208,12 @@ def test_a_check_that_forks_300_processes_hits_the_process_limit(home: Path) -> 
         "    time.sleep(3); os._exit(0)\n"
         "assert 1"
     )
-    with pytest.raises(ToolError) as failed:
-        executor(home).run("run_python", {"code": code})
-    assert "it hit the sandbox's limit on processes (64)" in str(failed.value), failed.value
+    hits_limit(home, code, "processes (64)", "no process limit")
 
 
 def test_checks_processes_together_hit_the_total_memory_limit(home: Path) -> None:
     """Three processes of 900 MiB each stay under the 2 GiB a process may map, and together
     over what the whole check may use: the kernel ends one of them, not the machine."""
-    from rune.tools.run_limits import process_limit_report
-
-    if "no total memory limit" in process_limit_report():
-        pytest.skip(f"no total memory limit can be enforced here: {process_limit_report()}")
     code = (
         "import os, time\n"
         "kids = []\n"
@@ -224,9 +226,7 @@ def test_checks_processes_together_hit_the_total_memory_limit(home: Path) -> Non
         "ends = [os.waitpid(pid, 0)[1] for pid in kids]\n"
         "assert ends == [0, 0, 0], ends"
     )
-    with pytest.raises(ToolError) as failed:
-        executor(home).run("run_python", {"code": code})
-    assert "it hit the sandbox's limit on memory (2 GiB for the whole run)" in str(failed.value)
+    hits_limit(home, code, "memory (2 GiB for the whole run)", "no total memory limit")
 
 
 def test_a_check_that_writes_100_mib_hits_the_file_size_limit(home: Path) -> None:

@@ -12,6 +12,7 @@ import platform
 import struct
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -217,20 +218,34 @@ ALLOW, KILL = 0x7FFF0000, 0x80000000
 ERRNO = 0x00050000
 
 
-@pytest.mark.parametrize(
-    ("machine", "arch", "unshare", "clone", "socket_nr"),
-    [("x86_64", 0xC000003E, 272, 56, 41), ("aarch64", 0xC00000B7, 97, 220, 198)],
-)
+@dataclass(frozen=True)
+class Machine:
+    """The numbers the filter names on one machine."""
+
+    arch: int
+    socket: int
+    keyctl: int
+    read: int
+    unshare: int
+    clone: int
+
+
+MACHINES = {
+    "x86_64": Machine(0xC000003E, socket=41, keyctl=250, read=0, unshare=272, clone=56),
+    "aarch64": Machine(0xC00000B7, socket=198, keyctl=219, read=63, unshare=97, clone=220),
+}
+
+
+@pytest.fixture(params=sorted(MACHINES))
+def machine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Machine:
+    monkeypatch.setattr(platform, "machine", lambda: request.param)
+    return MACHINES[request.param]
+
+
 def test_the_filter_refuses_new_namespaces_clone3_and_netlink_but_routing(
-    monkeypatch: pytest.MonkeyPatch,
-    machine: str,
-    arch: int,
-    unshare: int,
-    clone: int,
-    socket_nr: int,
+    machine: Machine,
 ) -> None:
-    monkeypatch.setattr(platform, "machine", lambda: machine)
-    program = filter_program()
+    program, arch = filter_program(), machine.arch
     assert program is not None
     eperm = ERRNO | errno.EPERM
     namespaces = {
@@ -244,37 +259,26 @@ def test_the_filter_refuses_new_namespaces_clone3_and_netlink_but_routing(
         "time": 0x00000080,
     }
     for name, flag in namespaces.items():
-        assert run_filter(program, arch, unshare, flag) == eperm, name
-        assert run_filter(program, arch, clone, flag | 17) == eperm, name
+        assert run_filter(program, arch, machine.unshare, flag) == eperm, name
+        assert run_filter(program, arch, machine.clone, flag | 17) == eperm, name
     # a thread and a child (glibc's flags), and unshare of what is not a namespace, go on
     thread = (
         0x3D0F00  # CLONE_VM|FS|FILES|SIGHAND|THREAD|SYSVSEM|SETTLS|PARENT_SETTID|CHILD_CLEARTID
     )
     for flags in (thread, 0x01200011, 0x400):  # the last: unshare(CLONE_FILES)
-        assert run_filter(program, arch, clone, flags) == ALLOW
-        assert run_filter(program, arch, unshare, flags) == ALLOW
+        assert run_filter(program, arch, machine.clone, flags) == ALLOW
+        assert run_filter(program, arch, machine.unshare, flags) == ALLOW
     assert run_filter(program, arch, 435) == ERRNO | errno.ENOSYS  # clone3
-    assert run_filter(program, arch, socket_nr, 16, 3, 0) == ALLOW  # NETLINK_ROUTE
+    assert run_filter(program, arch, machine.socket, 16, 3, 0) == ALLOW  # NETLINK_ROUTE
     for protocol in (12, 9, 15, 6):  # netfilter, audit, uevents, xfrm
         refused = ERRNO | errno.EPROTONOSUPPORT
-        assert run_filter(program, arch, socket_nr, 16, 3, protocol) == refused, protocol
-    assert run_filter(program, arch, socket_nr, 2, 1, 6) == ALLOW  # TCP over IPv4
+        assert run_filter(program, arch, machine.socket, 16, 3, protocol) == refused, protocol
+    assert run_filter(program, arch, machine.socket, 2, 1, 6) == ALLOW  # TCP over IPv4
 
 
-@pytest.mark.parametrize(
-    ("machine", "arch", "socket_nr", "keyctl", "read_nr"),
-    [("x86_64", 0xC000003E, 41, 250, 0), ("aarch64", 0xC00000B7, 198, 219, 63)],
-)
-def test_the_filter_allows_only_ip_and_netlink_sockets_on_each_machine(
-    monkeypatch: pytest.MonkeyPatch,
-    machine: str,
-    arch: int,
-    socket_nr: int,
-    keyctl: int,
-    read_nr: int,
-) -> None:
-    monkeypatch.setattr(platform, "machine", lambda: machine)
-    program = filter_program()
+def test_the_filter_allows_only_ip_and_netlink_sockets_on_each_machine(machine: Machine) -> None:
+    program, arch = filter_program(), machine.arch
+    socket_nr, keyctl, read_nr = machine.socket, machine.keyctl, machine.read
     assert program is not None
     for family in (2, 10, 16):  # AF_INET, AF_INET6, AF_NETLINK
         assert run_filter(program, arch, socket_nr, family) == ALLOW
