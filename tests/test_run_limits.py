@@ -204,6 +204,8 @@ def run_filter(program: bytes, arch: int, nr: int, *args: int) -> int:
         code, jt, jf, k = insns[pc]
         if code == 0x20:  # BPF_LD | BPF_W | BPF_ABS
             acc = struct.unpack_from("=I", data, k)[0]
+        elif code == 0x54:  # BPF_ALU | BPF_AND, constant operand
+            acc &= k
         elif code in (0x15, 0x35, 0x45):  # BPF_JEQ / BPF_JGE / BPF_JSET, constant operand
             taken = {0x15: acc == k, 0x35: acc >= k, 0x45: bool(acc & k)}[code]
             pc += jt if taken else jf
@@ -228,11 +230,12 @@ class Machine:
     read: int
     unshare: int
     clone: int
+    socketpair: int
 
 
 MACHINES = {
-    "x86_64": Machine(0xC000003E, socket=41, keyctl=250, read=0, unshare=272, clone=56),
-    "aarch64": Machine(0xC00000B7, socket=198, keyctl=219, read=63, unshare=97, clone=220),
+    "x86_64": Machine(0xC000003E, 41, keyctl=250, read=0, unshare=272, clone=56, socketpair=53),
+    "aarch64": Machine(0xC00000B7, 198, keyctl=219, read=63, unshare=97, clone=220, socketpair=199),
 }
 
 
@@ -245,7 +248,7 @@ def machine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 def test_the_filter_refuses_new_namespaces_clone3_and_netlink_but_routing(
     machine: Machine,
 ) -> None:
-    program, arch = filter_program(), machine.arch
+    program, arch = filter_program(netlink=True), machine.arch
     assert program is not None
     eperm = ERRNO | errno.EPERM
     namespaces = {
@@ -274,10 +277,28 @@ def test_the_filter_refuses_new_namespaces_clone3_and_netlink_but_routing(
         refused = ERRNO | errno.EPROTONOSUPPORT
         assert run_filter(program, arch, machine.socket, 16, 3, protocol) == refused, protocol
     assert run_filter(program, arch, machine.socket, 2, 1, 6) == ALLOW  # TCP over IPv4
+    checks = filter_program()  # a check's: no netlink at all
+    assert checks is not None
+    for protocol in (0, 12):
+        refused = ERRNO | errno.EAFNOSUPPORT
+        assert run_filter(checks, arch, machine.socket, 16, 3, protocol) == refused, protocol
+    assert run_filter(checks, arch, machine.socket, 2, 1, 6) == ALLOW
+
+
+def test_only_stream_socket_pairs_are_made(machine: Machine) -> None:
+    """A datagram end of a pair can send to any socket path the run sees; a stream or
+    seqpacket end cannot."""
+    for program in (filter_program(), filter_program(netlink=True)):
+        assert program is not None
+        for kind in (1, 5, 1 | 0x800 | 0x80000):  # stream, seqpacket, with NONBLOCK|CLOEXEC
+            assert run_filter(program, machine.arch, machine.socketpair, 1, kind) == ALLOW
+        for kind in (2, 3, 2 | 0x80000, 10):  # datagram, raw (a datagram), packet
+            refused = ERRNO | errno.EPROTONOSUPPORT
+            assert run_filter(program, machine.arch, machine.socketpair, 1, kind) == refused
 
 
 def test_the_filter_allows_only_ip_and_netlink_sockets_on_each_machine(machine: Machine) -> None:
-    program, arch = filter_program(), machine.arch
+    program, arch = filter_program(netlink=True), machine.arch
     socket_nr, keyctl, read_nr = machine.socket, machine.keyctl, machine.read
     assert program is not None
     for family in (2, 10, 16):  # AF_INET, AF_INET6, AF_NETLINK

@@ -401,7 +401,7 @@ def run_approved(ctx: ToolContext, change: PreparedChange) -> tuple[Outcome, lis
         outcome = run_captured(argv, ctx.workspace, timeout, env=env, supervise=True)
         return outcome, []
     plan = plan_mounts(ctx.policy, ctx.workspace, needs=command_needs(ctx))
-    outcome = run_contained(bwrap, plan, ctx.workspace, argv, timeout, limits=COMMAND)
+    outcome = run_contained(bwrap, plan, ctx.workspace, argv, timeout, limits=COMMAND, netlink=True)
     return outcome, after_run(plan, ctx.policy, ctx.workspace)
 
 
@@ -426,14 +426,16 @@ def run_contained(
     *,
     limits: Limits,
     env: Mapping[str, str] | None = None,
+    netlink: bool = False,
 ) -> Outcome:
-    """``argv`` inside bubblewrap with ``plan``'s mounts, the seccomp filter where it works,
-    ``limits``, and the allow-listed environment with the private home (or ``env``), with the
-    project's interpreter on its ``PATH`` and not Rune's (:mod:`rune.tools.interpreter`)."""
+    """``argv`` inside bubblewrap with ``plan``'s mounts, the seccomp filter where it works
+    (netlink's routing protocol let in when ``netlink``), ``limits``, and the allow-listed
+    environment with the private home (or ``env``), with the project's interpreter on its
+    ``PATH`` and not Rune's (:mod:`rune.tools.interpreter`)."""
     env = project_environment(
         contained_environment(os.environ, plan.home) if env is None else env, workspace
     )
-    seccomp_fd = filter_fd() if seccomp_works(bwrap) else None
+    seccomp_fd = filter_fd(netlink=netlink) if seccomp_works(bwrap) else None
     cgroup = open_cgroup(limits)
     try:
         sandboxed = [*bwrap_argv(bwrap, plan, workspace, seccomp_fd), *argv]

@@ -5,16 +5,22 @@ A UNIX socket on a read-only mount can still be connected to, a socket file may 
 and some families ignore the network namespace altogether: ``AF_VSOCK`` reaches the
 hypervisor of a VM (CID 2 answered from inside the old sandbox), ``AF_BLUETOOTH`` the radio.
 So the filter lets ``socket`` create only the families in :data:`ALLOWED_FAMILIES`: IP (useless
-in the empty network namespace, but programs probe it) and netlink's routing protocol
-(``getaddrinfo`` and ``getifaddrs`` ask the kernel about interfaces through it). Every other
-family, ``AF_UNIX`` included, fails with ``EAFNOSUPPORT``, as on a kernel without it, and every
-other netlink protocol (netfilter, audit, uevents, xfrm) with ``EPROTONOSUPPORT``, so programs
-take their fallback path. ``socketpair`` stays allowed: it makes a connected pair between a
-run's own processes (asyncio, multiprocessing pipes) and reaches nothing else. io_uring, which
-can create sockets without the ``socket`` system call, fails with ``ENOSYS`` (programs fall
-back to ordinary I/O), and so does the kernel keyring (``keyctl``, ``add_key``,
-``request_key``): no namespace separates it, so a run would read the keys of the session that
-started Rune (Kerberos tickets in a ``KEYRING:`` cache, tokens a tool stored there).
+in the empty network namespace, but programs probe it) and, for an approved command or an MCP
+server, netlink's routing protocol (``getifaddrs`` asks the kernel about interfaces through
+it). A check gets no netlink at all: the kernel's replies queued on a netlink socket are
+memory no cgroup counts, and ``getaddrinfo`` does without it. Every other family, ``AF_UNIX``
+included, fails with ``EAFNOSUPPORT``, as on a kernel without it, and every other netlink
+protocol (netfilter, audit, uevents, xfrm) with ``EPROTONOSUPPORT``, so programs take their
+fallback path. ``socketpair`` makes a connected pair between a run's own processes (asyncio,
+multiprocessing pipes), of stream or seqpacket sockets only: a datagram end can send to any
+socket path the run sees (one in the workspace) with ``sendto``, whose address a filter cannot
+read. io_uring, which can create sockets without the ``socket`` system call, fails with
+``ENOSYS`` (programs fall back to ordinary I/O), and so does the kernel keyring (``keyctl``,
+``add_key``, ``request_key``): no namespace separates it, so a run would read the keys of the
+session that started Rune (Kerberos tickets in a ``KEYRING:`` cache, tokens a tool stored
+there). ``multiprocessing``'s ``forkserver`` start method, which needs an ``AF_UNIX`` socket,
+does not work inside (Python 3.14 makes it the default on Linux: a check that uses a pool
+there must choose ``fork`` or ``spawn``).
 
 A run makes no namespace of its own: ``unshare`` and ``clone`` with a ``CLONE_NEW*`` flag fail
 with ``EPERM``, and ``clone3``, whose flags lie in memory a filter cannot read, with ``ENOSYS``
@@ -41,12 +47,13 @@ import struct
 from dataclasses import dataclass
 
 # struct seccomp_data: int nr; u32 arch; u64 instruction_pointer; u64 args[6]
-_NR, _ARCH, _ARG0_LOW, _ARG2_LOW = 0, 4, 16, 32
+_NR, _ARCH, _ARG0_LOW, _ARG1_LOW, _ARG2_LOW = 0, 4, 16, 24, 32
 # classic BPF opcodes
 _LD_W_ABS = 0x20
 _JEQ_K = 0x15
 _JGE_K = 0x35
 _JSET_K = 0x45
+_AND_K = 0x54
 _RET_K = 0x06
 _ALLOW = 0x7FFF0000
 _ERRNO = 0x00050000
@@ -58,8 +65,12 @@ AF_INET6 = 10
 AF_NETLINK = 16
 #: the only families ``socket`` may create
 ALLOWED_FAMILIES = (AF_INET, AF_INET6, AF_NETLINK)
-#: the only netlink protocol: routing (interfaces and addresses, what ``getaddrinfo`` asks)
+#: the only netlink protocol, where netlink is let in: routing (interfaces and addresses)
 NETLINK_ROUTE = 0
+#: the socket types of a pair that may be made: stream and seqpacket (a datagram end can send
+#: to any socket path the run sees, bound or not)
+SOCK_STREAM, SOCK_SEQPACKET = 1, 5
+_SOCK_TYPE_MASK = 0xF
 #: every ``CLONE_NEW*`` flag: a new namespace of any kind (user, mount, network, PID, IPC,
 #: UTS, cgroup, time)
 NAMESPACE_FLAGS = 0x7E020080
@@ -71,6 +82,7 @@ class _Numbers:
 
     audit_arch: int
     socket: int
+    socketpair: int
     unshare: int
     clone: int
     #: refused with ENOSYS: io_uring (setup, enter, register), the kernel keyring (add_key,
@@ -84,9 +96,9 @@ def _arch() -> _Numbers | None:
     machine = platform.machine().lower()
     io_uring, clone3 = (425, 426, 427), 435
     if machine in ("x86_64", "amd64"):
-        return _Numbers(0xC000003E, 41, 272, 56, (*io_uring, 248, 249, 250, clone3), True)
+        return _Numbers(0xC000003E, 41, 53, 272, 56, (*io_uring, 248, 249, 250, clone3), True)
     if machine in ("aarch64", "arm64"):
-        return _Numbers(0xC00000B7, 198, 97, 220, (*io_uring, 217, 218, 219, clone3), False)
+        return _Numbers(0xC00000B7, 198, 199, 97, 220, (*io_uring, 217, 218, 219, clone3), False)
     return None
 
 
@@ -99,9 +111,13 @@ def _insn(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
 _Line = tuple[int, int, str | None, str | None] | str
 
 
-def filter_program() -> bytes | None:
+def filter_program(*, netlink: bool = False) -> bytes | None:
     """The filter as bwrap's ``--seccomp`` reads it (an array of ``struct sock_filter``), or
-    None where Rune has no filter for this machine."""
+    None where Rune has no filter for this machine. ``netlink``: let netlink's routing protocol
+    in (an approved command or an MCP server: some programs cannot do without it); a check
+    gets no netlink at all, since the kernel's replies queued on a netlink socket are memory
+    no cgroup counts (326 routing sockets held 2.6 GiB of the host's), and ``getaddrinfo``
+    does without it."""
     n = _arch()
     if n is None:
         return None
@@ -117,11 +133,17 @@ def filter_program() -> bytes | None:
     body += [
         (_JEQ_K, n.unshare, "namespaces", None),
         (_JEQ_K, n.clone, "namespaces", None),
+        (_JEQ_K, n.socketpair, "pair", None),
         (_JEQ_K, n.socket, None, "allow"),
         (_LD_W_ABS, _ARG0_LOW, None, None),
-        (_JEQ_K, AF_NETLINK, "netlink", None),
+        (_JEQ_K, AF_NETLINK, "netlink" if netlink else "eafnosupport", None),
         *((_JEQ_K, family, "allow", None) for family in ALLOWED_FAMILIES),
         (*always, "eafnosupport", None),
+        "pair",
+        (_LD_W_ABS, _ARG1_LOW, None, None),
+        (_AND_K, _SOCK_TYPE_MASK, None, None),
+        (_JEQ_K, SOCK_STREAM, "allow", None),
+        (_JEQ_K, SOCK_SEQPACKET, "allow", "eprotonosupport"),
         "netlink",
         (_LD_W_ABS, _ARG2_LOW, None, None),
         (_JEQ_K, NETLINK_ROUTE, "allow", "eprotonosupport"),
@@ -154,10 +176,11 @@ def filter_program() -> bytes | None:
     return b"".join(program)
 
 
-def filter_fd() -> int | None:
-    """A readable descriptor holding the filter, for ``bwrap --seccomp FD`` (the caller passes
-    it to the child and closes it), or None without a filter."""
-    program = filter_program()
+def filter_fd(*, netlink: bool = False) -> int | None:
+    """A readable descriptor holding the filter (:func:`filter_program`), for ``bwrap
+    --seccomp FD`` (the caller passes it to the child and closes it), or None without a
+    filter."""
+    program = filter_program(netlink=netlink)
     if program is None:
         return None
     read_end, write_end = os.pipe()

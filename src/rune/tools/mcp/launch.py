@@ -21,7 +21,7 @@ def main(argv: list[str]) -> int:
     if not argv:
         print("usage: python -m rune.tools.mcp.launch BWRAP ARGS...", file=sys.stderr)
         return 2
-    fd = filter_fd()
+    fd = filter_fd(netlink=True)
     if fd is None:
         print("rune: no seccomp filter for this machine; not starting the server", file=sys.stderr)
         return 1
