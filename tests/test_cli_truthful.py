@@ -103,6 +103,29 @@ def test_a_rejected_fix_then_a_failing_test_command_is_not_done(
     assert "incomplete" in rune(home, "sessions").stdout
 
 
+def test_a_run_that_did_not_finish_says_which_changes_it_leaves_and_how_to_undo_them(
+    home: Path, workspace: Path
+) -> None:
+    wrong = call("edit_file", path="calc.py", old_text="a - b", new_text="a * b")
+    failing = run(home, workspace, [wrong, RUN_TESTS, final("Fixed."), final("Fixed.")], "-yy")
+    assert failing.returncode == EXIT_INCOMPLETE, failing.stdout + failing.stderr
+    session = session_of(failing)
+    kept, verdict = failing.stdout.strip().splitlines()[-2:]
+    undo = f"rune undo {session} --all --workspace {workspace}"
+    assert kept == f"the session's file changes stay in place (calc.py): `{undo}` takes them back"
+    assert verdict.startswith("! answered, but not finished: the last test command exited 1")
+    # the command it names takes the change back
+    taken = rune(home, *undo.split()[1:])
+    assert taken.returncode == EXIT_OK, taken.stdout + taken.stderr
+    assert (workspace / "calc.py").read_text() == BROKEN
+    # a run that changed nothing, and one that is done, say nothing of the kind
+    rejected = run(home, workspace, REJECTED_THEN_FAILED, stdin="r not like this\na\n")
+    fixed = run(home, workspace, [FIX, RUN_TESTS, final("Fixed.")], "-yy")
+    assert fixed.returncode == EXIT_OK, fixed.stdout + fixed.stderr
+    for done in (rejected, fixed):
+        assert "stay in place" not in done.stdout, done.stdout
+
+
 def test_a_fix_applied_but_its_test_failing_is_not_done_and_passing_again_is(
     home: Path, workspace: Path
 ) -> None:

@@ -5,9 +5,12 @@ stdin through :mod:`rune.frontend.approvals`)."""
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -156,7 +159,8 @@ def drive(
     reporter.close()
     if response is None:
         return EXIT_OK, None
-    reporter.finish(response, outcome_line=outcome_line)
+    kept = kept_changes(rune) if response.outcome != "done" else None
+    reporter.finish(response, outcome_line=outcome_line, before_outcome=kept)
     if response.outcome == "limit":
         reporter.line(
             Text(
@@ -173,6 +177,39 @@ def drive(
             )
         )
     return EXIT_BY_OUTCOME[response.outcome], response
+
+
+def kept_changes(rune: Rune) -> str | None:
+    """For a run that did not finish: the files whose changes its session leaves in place, and
+    how to take them back (a run stopped by the breaker or the budget leaves its edits, right
+    or wrong, and its outcome line says only why it stopped); None when none stands."""
+    from rune.app import session_store
+    from rune.errors import SessionError
+    from rune.sessions.changes import history
+
+    try:
+        found = history(session_store().read(rune.session_id).records)
+    except SessionError:
+        return None
+    paths = sorted({c.path for c in found.changes if c.step in found.applied})
+    if not paths:
+        return None
+    shown = ", ".join(_relative(path, rune.workspace) for path in paths)
+    where = ""
+    if Path(os.path.realpath(os.getcwd())) != rune.workspace:
+        where = f" --workspace {shlex.quote(str(rune.workspace))}"
+    return visible(
+        f"the session's file changes stay in place ({shown}): "
+        f"`rune undo {rune.session_id} --all{where}` takes them back",
+        keep="",
+    )
+
+
+def _relative(path: str, workspace: Path) -> str:
+    try:
+        return str(Path(path).relative_to(workspace))
+    except ValueError:
+        return path
 
 
 def _pager(pending: PendingApproval) -> Callable[[], None] | None:

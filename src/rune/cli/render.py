@@ -259,11 +259,20 @@ class ConsoleReporter:
                 self.console.print()
                 self.at_line_start = True
 
-    def finish(self, response: OperatorResponse, *, outcome_line: bool = True) -> None:
-        """The end of a run: the answer (when it was not streamed) and the outcome."""
+    def finish(
+        self,
+        response: OperatorResponse,
+        *,
+        outcome_line: bool = True,
+        before_outcome: str | None = None,
+    ) -> None:
+        """The end of a run: the answer (when it was not streamed), ``before_outcome`` (what
+        the run leaves on disk, when it did not finish), and the outcome."""
         self.close()
         if response.success and not self.streamed_text and response.text:
             self.line(response.text)
+        if before_outcome:
+            self.line(Text(before_outcome, style="yellow"))
         if not outcome_line:
             return
         then = ""
