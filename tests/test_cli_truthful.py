@@ -80,6 +80,9 @@ def last_line(done: subprocess.CompletedProcess[str]) -> str:
 #: the fix is rejected, the test command is approved and fails, the model says it is fixed
 #: (twice: the first answer right after a failure is sent back once)
 REJECTED_THEN_FAILED = [FIX, RUN_TESTS, final("Fixed; the tests pass."), final("Fixed.")]
+#: a wrong fix applied, its test command failing, the model saying it is fixed (twice)
+WRONG = call("edit_file", path="calc.py", old_text="a - b", new_text="a * b")
+APPLIED_THEN_FAILED = [WRONG, RUN_TESTS, final("Fixed."), final("Fixed.")]
 
 
 def test_a_rejected_fix_then_a_failing_test_command_is_not_done(
@@ -106,8 +109,7 @@ def test_a_rejected_fix_then_a_failing_test_command_is_not_done(
 def test_a_run_that_did_not_finish_says_which_changes_it_leaves_and_how_to_undo_them(
     home: Path, workspace: Path
 ) -> None:
-    wrong = call("edit_file", path="calc.py", old_text="a - b", new_text="a * b")
-    failing = run(home, workspace, [wrong, RUN_TESTS, final("Fixed."), final("Fixed.")], "-yy")
+    failing = run(home, workspace, APPLIED_THEN_FAILED, "-yy")
     assert failing.returncode == EXIT_INCOMPLETE, failing.stdout + failing.stderr
     session = session_of(failing)
     kept, verdict = failing.stdout.strip().splitlines()[-2:]
@@ -129,8 +131,7 @@ def test_a_run_that_did_not_finish_says_which_changes_it_leaves_and_how_to_undo_
 def test_a_fix_applied_but_its_test_failing_is_not_done_and_passing_again_is(
     home: Path, workspace: Path
 ) -> None:
-    wrong = call("edit_file", path="calc.py", old_text="a - b", new_text="a * b")
-    failing = run(home, workspace, [wrong, RUN_TESTS, final("Fixed."), final("Fixed.")], "-yy")
+    failing = run(home, workspace, APPLIED_THEN_FAILED, "-yy")
     assert failing.returncode == EXIT_INCOMPLETE, failing.stdout + failing.stderr
     assert "not finished: the last test command exited 1 (step 4/8)" in last_line(failing)
     # The model was told once, with the command's output, before its answer was taken.
@@ -139,14 +140,14 @@ def test_a_fix_applied_but_its_test_failing_is_not_done_and_passing_again_is(
     # Another command passing proves nothing about the test that failed ...
     (workspace / "calc.py").write_text(BROKEN, encoding="utf-8")
     true = call("run_command", command="true")
-    fooled = run(home, workspace, [wrong, RUN_TESTS, true, final("Ok."), final("Ok.")], "-yy")
+    fooled = run(home, workspace, [WRONG, RUN_TESTS, true, final("Ok."), final("Ok.")], "-yy")
     assert fooled.returncode == EXIT_INCOMPLETE, fooled.stdout + fooled.stderr
     assert "the last test command exited 1" in last_line(fooled)
 
     # ... a change after it, with the same test passing, does.
     (workspace / "calc.py").write_text(BROKEN, encoding="utf-8")
     mend = call("edit_file", path="calc.py", old_text="a * b", new_text="a + b")
-    fixed = run(home, workspace, [wrong, RUN_TESTS, mend, RUN_TESTS, final("Fixed.")], "-yy")
+    fixed = run(home, workspace, [WRONG, RUN_TESTS, mend, RUN_TESTS, final("Fixed.")], "-yy")
     assert fixed.returncode == EXIT_OK, fixed.stdout + fixed.stderr
     assert last_line(fixed) == "✓ done (step 5/8)"
 
