@@ -47,7 +47,7 @@ class Limits:
     #: the largest file a process may write, bytes
     file_size: int
     #: the memory of the whole run (its processes and its tmpfs files), where a memory cgroup
-    #: can hold it (:func:`memory_limit_report`)
+    #: can hold it (:func:`process_limit_report` says where)
     total_memory: int
 
     def describe(self) -> str:
@@ -219,8 +219,9 @@ class RunCgroup:
         """Whether the kernel killed a process of the run for the total memory limit."""
         if self._memory is None:
             return False
-        events = "memory.events" if (self._memory / "memory.events").exists() else ""
-        return _count(self._memory / (events or "memory.oom_control"), "oom_kill") > 0
+        v2 = (self._memory / "memory.events").exists()
+        counts = self._memory / ("memory.events" if v2 else "memory.oom_control")
+        return _count(counts, "oom_kill") > 0
 
     def remove(self) -> None:
         for path in self.paths:

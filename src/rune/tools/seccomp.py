@@ -161,11 +161,13 @@ def filter_program(*, netlink: bool = False) -> bytes | None:
         "enosys": _ERRNO | errno.ENOSYS,
         "kill": _KILL_PROCESS,
     }
-    lines = [line for line in body if not isinstance(line, str)]
-    at: dict[str, int] = {}
+    lines: list[tuple[int, int, str | None, str | None]] = []
+    at: dict[str, int] = {}  # where each label and each return lands
     for line in body:
         if isinstance(line, str):
-            at[line] = len([x for x in body[: body.index(line)] if not isinstance(x, str)])
+            at[line] = len(lines)
+        else:
+            lines.append(line)
     at |= {name: len(lines) + i for i, name in enumerate(returns)}
     program = []
     for index, (code, k, true, false) in enumerate(lines):
