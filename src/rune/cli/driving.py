@@ -186,6 +186,7 @@ def kept_changes(rune: Rune) -> str | None:
     from rune.app import session_store
     from rune.errors import SessionError
     from rune.sessions.changes import history
+    from rune.tools.display import relative_label
 
     try:
         found = history(session_store().read(rune.session_id).records)
@@ -194,7 +195,7 @@ def kept_changes(rune: Rune) -> str | None:
     paths = sorted({c.path for c in found.changes if c.step in found.applied})
     if not paths:
         return None
-    shown = ", ".join(_relative(path, rune.workspace) for path in paths)
+    shown = ", ".join(relative_label(Path(path), rune.workspace) for path in paths)
     where = ""
     if Path(os.path.realpath(os.getcwd())) != rune.workspace:
         where = f" --workspace {shlex.quote(str(rune.workspace))}"
@@ -203,13 +204,6 @@ def kept_changes(rune: Rune) -> str | None:
         f"`rune undo {rune.session_id} --all{where}` takes them back",
         keep="",
     )
-
-
-def _relative(path: str, workspace: Path) -> str:
-    try:
-        return str(Path(path).relative_to(workspace))
-    except ValueError:
-        return path
 
 
 def _pager(pending: PendingApproval) -> Callable[[], None] | None:

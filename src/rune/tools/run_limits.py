@@ -175,8 +175,6 @@ class RunCgroup:
 
     def __init__(self, pids: Path | None, memory: Path | None, limits: Limits) -> None:
         self.paths: list[Path] = []
-        self.counts_processes = False
-        self.holds_memory = False
         self._pids: Path | None = None
         self._memory: Path | None = None
         name = f"rune-{os.getpid()}-{next(_counter)}"
@@ -184,15 +182,21 @@ class RunCgroup:
             if pids is not None:
                 self._pids = self._make(pids / name)
                 (self._pids / "pids.max").write_text(str(limits.processes))
-                self.counts_processes = True
             if memory is not None:
                 self._memory = self._pids if memory == pids else self._make(memory / name)
                 assert self._memory is not None
                 self._limit_memory(self._memory, limits.total_memory)
-                self.holds_memory = True
         except OSError:
             self.remove()
             raise
+
+    @property
+    def counts_processes(self) -> bool:
+        return self._pids is not None
+
+    @property
+    def holds_memory(self) -> bool:
+        return self._memory is not None
 
     def _make(self, path: Path) -> Path:
         path.mkdir()

@@ -144,14 +144,17 @@ def filter_program(*, netlink: bool = False) -> bytes | None:
         (_AND_K, _SOCK_TYPE_MASK, None, None),
         (_JEQ_K, SOCK_STREAM, "allow", None),
         (_JEQ_K, SOCK_SEQPACKET, "allow", "eprotonosupport"),
-        "netlink",
-        (_LD_W_ABS, _ARG2_LOW, None, None),
-        (_JEQ_K, NETLINK_ROUTE, "allow", "eprotonosupport"),
         # unshare's and clone's flags are their first argument on both machines
         "namespaces",
         (_LD_W_ABS, _ARG0_LOW, None, None),
         (_JSET_K, NAMESPACE_FLAGS, "eperm", "allow"),
     ]
+    if netlink:
+        body += [
+            "netlink",
+            (_LD_W_ABS, _ARG2_LOW, None, None),
+            (_JEQ_K, NETLINK_ROUTE, "allow", "eprotonosupport"),
+        ]
     returns = {
         "allow": _ALLOW,
         "eafnosupport": _ERRNO | errno.EAFNOSUPPORT,
