@@ -186,7 +186,6 @@ def kept_changes(rune: Rune) -> str | None:
     from rune.app import session_store
     from rune.errors import SessionError
     from rune.sessions.changes import history
-    from rune.tools.display import relative_label
 
     try:
         found = history(session_store().read(rune.session_id).records)
@@ -195,7 +194,7 @@ def kept_changes(rune: Rune) -> str | None:
     paths = sorted({c.path for c in found.changes if c.step in found.applied})
     if not paths:
         return None
-    shown = ", ".join(relative_label(Path(path), rune.workspace) for path in paths)
+    shown = ", ".join(_relative(path, rune.workspace) for path in paths)
     where = ""
     if Path(os.path.realpath(os.getcwd())) != rune.workspace:
         where = f" --workspace {shlex.quote(str(rune.workspace))}"
@@ -213,3 +212,12 @@ def _pager(pending: PendingApproval) -> Callable[[], None] | None:
     if not out.is_terminal or is_command(pending) or pending.grant or not pending.preview:
         return None
     return lambda: page_text(visible(pending.preview))
+
+
+def _relative(path: str, workspace: Path) -> str:
+    """``path`` inside ``workspace`` relative to it, else as it is (the CLI does not reach
+    ``rune.tools.display.relative_label``: the architecture keeps it to the app's parts)."""
+    try:
+        return Path(path).relative_to(workspace).as_posix()
+    except ValueError:
+        return path
