@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -305,6 +306,30 @@ def test_yes_approves_edits_without_asking_but_asks_for_a_sensitive_one(
     assert (workspace / "a.txt").read_text(encoding="utf-8") == "a\n"
     assert not (workspace / "conftest.py").exists()
     assert len(client.asked) == 1
+
+
+def test_a_turn_that_did_not_finish_says_which_changes_it_leaves_and_how_to_undo_them(
+    home: Path, workspace: Path
+) -> None:
+    script = [
+        call("write_file", path="notes.txt", content="wrong\n"),
+        call("run_command", command="exit 3"),
+        final("fixed"),
+        final("fixed"),  # the one reminder after a failure, then the answer is taken
+    ]
+    client = EditorClient(in_turn([]))
+    assert one_prompt(client, home, workspace, script, "fix", "--yes", "--yes") == "end_turn"
+    assert (workspace / "notes.txt").read_text(encoding="utf-8") == "wrong\n"
+    text = client.text()
+    assert "answered, but not finished: the last command exited 3" in text
+    # an editor has no working directory of its own, so the command names the workspace
+    found = re.search(r"\(the session's file changes stay in place \(notes.txt\): `([^`]+)`", text)
+    assert found is not None, text
+    undo = found.group(1).split()
+    assert undo[:2] == ["rune", "undo"] and undo[3:] == ["--all", "--workspace", str(workspace)]
+    taken = rune(home, *undo[1:])
+    assert taken.returncode == 0, taken.stdout + taken.stderr
+    assert (workspace / "notes.txt").read_text(encoding="utf-8") == "old\n"
 
 
 # --- the raw wire --------------------------------------------------------------------------------

@@ -28,17 +28,17 @@ def command(text: str) -> dict[str, object]:
 
 
 @pytest.mark.anyio
-async def test_a_failed_command_leaves_the_turn_unfinished_and_ctrl_g_goes_on(
+async def test_a_failed_command_leaves_the_turn_unfinished_with_its_change_and_ctrl_g_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     write = {"name": "write_file", "arguments": {"path": "fixed.txt", "content": "yes\n"}}
     turns = [
+        {"content": "", "tool_calls": [{"function": write}]},
         command("exit 3"),
         {"content": "Done."},
         {"content": "Done."},  # the one reminder after a failure, then the answer is taken
-        {"content": "", "tool_calls": [{"function": write}]},
         command("exit 0"),
         {"content": "Done now."},
     ]
@@ -54,11 +54,18 @@ async def test_a_failed_command_leaves_the_turn_unfinished_and_ctrl_g_goes_on(
         app = RuneApp(rune, task="go")
         async with app.run_test(size=(120, 40)) as pilot:
             await until(pilot, lambda: "not finished" in notes(app), "the unfinished answer")
-            assert (
-                "! answered, but not finished: the last command exited 3 (step 3/8); "
+            kept, verdict = notes(app).splitlines()[-2:]
+            # the same line as the CLI's, above the outcome (the test runs outside the workspace)
+            assert kept == (
+                "the session's file changes stay in place (fixed.txt): "
+                f"`rune undo {rune.session_id} --all --workspace {workspace}` takes them back"
+            )
+            assert verdict == (
+                "! answered, but not finished: the last command exited 3 (step 4/8); "
                 "ctrl+g goes on with a fresh budget"
-            ) in notes(app)
+            )
             await pilot.press("ctrl+g")
             await until(pilot, lambda: "✓ done" in notes(app), "the turn, gone on")
-            assert "✓ done (step 3/8)" in notes(app)
+            assert notes(app).splitlines()[-1] == "✓ done (step 2/8)"
+            assert notes(app).count("stay in place") == 1  # a run that is done says nothing
     assert (workspace / "fixed.txt").read_text() == "yes\n"

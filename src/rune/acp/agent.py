@@ -48,6 +48,7 @@ from rune.errors import (
     SessionLocked,
     SessionNotFound,
 )
+from rune.frontend.kept import kept_changes
 from rune.messages import OperatorResponse, PendingApproval, ToolRequest
 from rune.settings.config import ApprovalMode, LoadedConfig, McpServerConfig
 from rune.stop import stoppable
@@ -401,6 +402,10 @@ class RuneAgent:
             )
         elif not response.success and response.pending is None:
             self._post(live, updates.message(f"\n\n{response.error_kind}: {response.error}"))
+        # an editor has no working directory of its own: the command names the workspace
+        kept = kept_changes(live.rune, response, cwd=None)
+        if kept is not None:
+            self._post(live, updates.message(f"\n\n({kept})"))
 
     async def _end(self, live: LiveSession, result: Result) -> schema.PromptResponse:
         if isinstance(result, _Stopped) or live.cancelled:

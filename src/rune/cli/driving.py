@@ -5,8 +5,6 @@ stdin through :mod:`rune.frontend.approvals`)."""
 from __future__ import annotations
 
 import argparse
-import os
-import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -159,7 +157,9 @@ def drive(
     reporter.close()
     if response is None:
         return EXIT_OK, None
-    kept = kept_changes(rune) if response.outcome != "done" else None
+    from rune.frontend.kept import kept_changes
+
+    kept = kept_changes(rune, response, cwd=Path.cwd())
     reporter.finish(response, outcome_line=outcome_line, before_outcome=kept)
     if response.outcome == "limit":
         reporter.line(
@@ -179,32 +179,6 @@ def drive(
     return EXIT_BY_OUTCOME[response.outcome], response
 
 
-def kept_changes(rune: Rune) -> str | None:
-    """For a run that did not finish: the files whose changes its session leaves in place, and
-    how to take them back (a run stopped by the breaker or the budget leaves its edits, right
-    or wrong, and its outcome line says only why it stopped); None when none stands."""
-    from rune.app import session_store
-    from rune.errors import SessionError
-    from rune.sessions.changes import history
-
-    try:
-        found = history(session_store().read(rune.session_id).records)
-    except SessionError:
-        return None
-    paths = sorted({c.path for c in found.changes if c.step in found.applied})
-    if not paths:
-        return None
-    shown = ", ".join(_relative(path, rune.workspace) for path in paths)
-    where = ""
-    if Path(os.path.realpath(os.getcwd())) != rune.workspace:
-        where = f" --workspace {shlex.quote(str(rune.workspace))}"
-    return visible(
-        f"the session's file changes stay in place ({shown}): "
-        f"`rune undo {rune.session_id} --all{where}` takes them back",
-        keep="",
-    )
-
-
 def _pager(pending: PendingApproval) -> Callable[[], None] | None:
     """ "d" at the approval prompt: the whole diff in the pager, on a terminal."""
     from rune.frontend.view import is_command
@@ -212,12 +186,3 @@ def _pager(pending: PendingApproval) -> Callable[[], None] | None:
     if not out.is_terminal or is_command(pending) or pending.grant or not pending.preview:
         return None
     return lambda: page_text(visible(pending.preview))
-
-
-def _relative(path: str, workspace: Path) -> str:
-    """``path`` inside ``workspace`` relative to it, else as it is (the CLI does not reach
-    ``rune.tools.display.relative_label``: the architecture keeps it to the app's parts)."""
-    try:
-        return Path(path).relative_to(workspace).as_posix()
-    except ValueError:
-        return path

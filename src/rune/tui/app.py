@@ -25,6 +25,7 @@ from rune import events as ev
 from rune.app import Rune
 from rune.errors import CallCancelled, RuneError
 from rune.frontend.approvals import answered, carry_out
+from rune.frontend.kept import kept_changes
 from rune.frontend.view import Decision, diff_text, elapsed, outcome_text
 from rune.messages import OperatorResponse, PendingApproval
 from rune.stop import stoppable
@@ -337,12 +338,20 @@ class RuneApp(App[int]):
             if not self._text and response.text:
                 self._note(response.text, "assistant")
             self.can_continue = response.outcome == "incomplete"
+            self._note_kept(response)
             self._note(*outcome_text(response, "ctrl+g goes on with a fresh budget"))
         else:
             self.can_continue = True
+            self._note_kept(response)
             self._note(*outcome_text(response))
             more = "a fresh budget" if response.outcome == "limit" else "another try"
             self._note(f"ctrl+g goes on with {more} from the last step")
+
+    def _note_kept(self, response: OperatorResponse) -> None:
+        """Above the outcome of a run that did not finish: the file changes it leaves."""
+        kept = kept_changes(self.rune, response, cwd=Path.cwd())
+        if kept is not None:
+            self._note(kept, "warning")
 
     def _ask(self, pending: PendingApproval) -> None:
         self.pending = pending
