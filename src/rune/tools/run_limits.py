@@ -50,13 +50,6 @@ class Limits:
     #: can hold it (:func:`process_limit_report` says where)
     total_memory: int
 
-    def describe(self) -> str:
-        return (
-            f"{self.memory // GIB} GiB address space per process, "
-            f"{_size(self.total_memory)} in all, {self.processes} processes, "
-            f"files up to {_size(self.file_size)}, no core files"
-        )
-
 
 def _size(n: int) -> str:
     return f"{n // GIB} GiB" if n % GIB == 0 else f"{n // MIB} MiB"
