@@ -20,7 +20,7 @@ from tests.fakes.openai_server import FakeOpenAIServer, error_reply, text_reply
 from tests.fakes.terminal import Terminal
 
 from rune.assists.reask import MAX_REASKS
-from rune.cli import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE
+from rune.cli import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, EXIT_PENDING, EXIT_USAGE
 
 BROKEN = "def add(a, b):\n    return a - b\n"
 #: the project's test: it says what add(2, 3) gives, and exits 1 unless that is 5
@@ -253,6 +253,32 @@ def test_a_task_in_quotes_or_one_word_is_rune_run(home: Path, workspace: Path, t
     assert "add() subtracts." in done.stdout
     assert re.fullmatch(r"✓ answered, no file changed \(step [12]/8\)", last_line(done))
     assert task in rune(home, "sessions").stdout
+
+
+@pytest.mark.parametrize("args", [("run", ""), ("run", "  \n"), ("",), ("tui", " ")])
+def test_an_empty_task_is_a_usage_error_not_a_run(
+    home: Path, workspace: Path, args: tuple[str, ...]
+) -> None:
+    done = rune(home, *args, "--backend", "scripted", "--workspace", str(workspace), "--yes")
+    assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
+    assert "the task is empty: say what to do, in plain words" in done.stderr
+    assert rune(home, "sessions").stdout.strip() == "no sessions yet"
+
+
+@pytest.mark.parametrize(
+    ("script", "hint"),
+    [
+        ([FIX], "or pass --yes to approve file edits"),
+        ([RUN_TESTS], "or pass --yes --yes to approve commands and other tools too"),
+    ],
+)
+def test_an_approval_left_waiting_says_which_yes_would_answer_it(
+    home: Path, workspace: Path, script: list[dict[str, Any]], hint: str
+) -> None:
+    # stdin is an empty pipe: nobody can answer; under --yes the command still asks
+    done = run(home, workspace, script, *(("--yes",) if script == [RUN_TESTS] else ()))
+    assert done.returncode == EXIT_PENDING, done.stdout + done.stderr
+    assert done.stderr.strip().endswith(f"`rune resume {session_of(done)}`; {hint}."), done.stderr
 
 
 def test_unreachable_server_on_resume_keeps_the_session_and_says_how_to_go_on(

@@ -139,11 +139,7 @@ def drive(
         if response is not None:
             response = settle(rune, response, _Prompt(reporter))
         if response is not None and response.pending is not None:
-            hint = (
-                "it is sensitive, so it needs your answer even under --yes"
-                if response.pending.sensitive
-                else "or pass --yes to approve file edits"
-            )
+            hint = approval_hint(response.pending)
             err.print(
                 "An approval is waiting and stdin gave no answer (it is not a terminal?). "
                 f"The session is kept: `rune resume {rune.session_id}`; {hint}."
@@ -177,6 +173,17 @@ def drive(
             )
         )
     return EXIT_BY_OUTCOME[response.outcome], response
+
+
+def approval_hint(pending: PendingApproval) -> str:
+    """How a run whose approval no one could answer gets past it next time."""
+    from rune.app import FILE_EDIT_TOOLS
+
+    if pending.sensitive:
+        return "it is sensitive, so it needs your answer even under --yes"
+    if pending.name in FILE_EDIT_TOOLS:
+        return "or pass --yes to approve file edits"
+    return "or pass --yes --yes to approve commands and other tools too"
 
 
 def _pager(pending: PendingApproval) -> Callable[[], None] | None:

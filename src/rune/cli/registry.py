@@ -63,8 +63,16 @@ def _loop_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--yes", "-y", action="count", default=0, help=_help("--yes"))
 
 
+def _task(text: str) -> str:
+    """A task as typed: refused when it says nothing, so that an empty string (a shell
+    variable left unset) never starts a run the model fills in."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the task is empty: say what to do, in plain words")
+    return text
+
+
 def _run(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("task", help="what to do, in plain words")
+    parser.add_argument("task", type=_task, help="what to do, in plain words")
     _backend_options(parser)
     _loop_options(parser)
     _sandbox_options(parser)
@@ -131,7 +139,7 @@ def _tui(parser: argparse.ArgumentParser) -> None:
     _loop_options(parser)
     _sandbox_options(parser)
     parser.add_argument("--session", help="open this session (a pending approval opens first)")
-    parser.add_argument("task", nargs="?", help="a task to start with")
+    parser.add_argument("task", nargs="?", type=_task, help="a task to start with")
 
 
 def _undo_session(parser: argparse.ArgumentParser) -> None:
