@@ -281,6 +281,30 @@ def test_an_approval_left_waiting_says_which_yes_would_answer_it(
     assert done.stderr.strip().endswith(f"`rune resume {session_of(done)}`; {hint}."), done.stderr
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("resume", "20990101-000000-abcdef"),
+        ("run", "--session", "nope", "go on"),
+        ("sessions", "show", "nope"),
+        ("undo", "nope"),
+        ("redo", "20990101-000000-abcdef"),
+    ],
+)
+def test_a_session_id_that_names_no_session_is_a_usage_error(
+    home: Path, args: tuple[str, ...]
+) -> None:
+    done = (
+        rune(home, *args, "--backend", "scripted")
+        if args[0] in ("resume", "run")
+        else rune(home, *args)
+    )
+    assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
+    assert done.stderr.startswith("SessionNotFound: "), done.stderr
+    assert done.stderr.strip().endswith("`rune sessions` lists them")
+    assert "resume" not in done.stdout  # nothing is kept, so nothing says to resume it
+
+
 def test_unreachable_server_on_resume_keeps_the_session_and_says_how_to_go_on(
     home: Path, workspace: Path
 ) -> None:

@@ -22,7 +22,7 @@ from rune.cli.exits import (
 )
 from rune.cli.render import ConsoleReporter, ask_decision, page_text
 from rune.cli.unstarted import RunNotStarted
-from rune.errors import ConfigError, RuneError
+from rune.errors import ConfigError, RuneError, SessionNotFound
 from rune.frontend.view import Decision
 from rune.messages import OperatorResponse, PendingApproval
 from rune.settings.config import ApprovalMode, LoadedConfig, load
@@ -98,7 +98,7 @@ def opened(
                 err.print(Text(f"warning: {note}", style="yellow"))
             yield rune
     except RuneError as error:
-        if started or isinstance(error, ConfigError):
+        if started or isinstance(error, ConfigError | SessionNotFound):
             raise
         raise RunNotStarted(error, session_id) from None
     finally:

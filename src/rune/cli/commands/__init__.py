@@ -15,7 +15,7 @@ from rune.cli.consoles import err, out
 from rune.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from rune.cli.registry import COMMANDS
 from rune.cli.unstarted import RunNotStarted, report
-from rune.errors import ConfigError, RuneError
+from rune.errors import ConfigError, RuneError, SessionNotFound
 
 
 def handler(name: str) -> Callable[[argparse.Namespace], int]:
@@ -37,6 +37,9 @@ def dispatch(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     except RunNotStarted as failure:
         return report(failure, out)
+    except SessionNotFound as error:  # a session id mistyped is bad usage
+        err.print(Text(f"{error.kind}: {error}; `rune sessions` lists them", style="bold red"))
+        return EXIT_USAGE
     except RuneError as error:
         err.print(Text(f"{error.kind}: {error}", style="bold red"))
         return EXIT_FAILED
