@@ -122,12 +122,18 @@ def test_an_answer_cut_off_at_the_token_limit_is_not_done(
     assert "cut off at the output token limit" in done.stdout
 
 
-def test_a_workspace_that_does_not_exist_is_refused_before_anything_runs(
-    home: Path, ollama: FakeOllama
+@pytest.mark.parametrize(
+    ("where", "said"), [("nonexistent/dir", "does not exist"), ("a-file", "is not a directory")]
+)
+def test_a_workspace_that_is_no_directory_is_refused_before_anything_runs(
+    home: Path, ollama: FakeOllama, where: str, said: str
 ) -> None:
-    done = run(home, ollama, home / "nonexistent" / "dir", "fix it")
+    (home / "a-file").write_text("not a directory\n")
+    done = run(home, ollama, home / where, "fix it")
     assert done.returncode == EXIT_USAGE
-    assert "does not exist" in done.stderr
+    assert done.stderr.strip() == f"config error: the workspace {home / where} {said}" + (
+        "; create it or pick another" if said == "does not exist" else ""
+    )
     assert ollama.count("/api/chat") == 0
     assert rune(home, "sessions").stdout.strip() == "no sessions yet"
 

@@ -266,7 +266,8 @@ def load(
     workspace = _expand(Path(chosen)) if chosen else Path.cwd()
     project_file = project_config_file(workspace)
     refused: list[str] = []
-    project = _read_toml(project_file)
+    # A workspace that is no directory is refused later, in words (rune.app.check_workspace).
+    project = _read_toml(project_file) if workspace.is_dir() else None
     if project is not None:
         files.append(project_file)
         source = f"project file {project_file}"
