@@ -165,13 +165,20 @@ def test_a_named_model_that_cannot_be_served_is_an_error_never_the_demo_model(
     tmp_path: Path,
 ) -> None:
     host = f"127.0.0.1:{closed_port()}"
-    fake_pull(QWEN_CODER_1_5B)
+    named = settings(tmp_path, ollama_host=host, model="qwen3:14b")
     with pytest.raises(BackendUnavailable) as caught:
-        choose_backend(settings(tmp_path, ollama_host=host, model="qwen3:14b"), demo_model=no_demo)
+        choose_backend(named, demo_model=no_demo)
     message = str(caught.value)
     assert "cannot run 'qwen3:14b' itself" in message
     for way_out in ("ollama serve", "--backend", "rune pull qwen2.5-coder:1.5b"):
         assert way_out in message
+    # once a catalogue model is pulled, the way out is that one, not another pull
+    fake_pull(QWEN_CODER_1_5B)
+    with pytest.raises(BackendUnavailable) as caught:
+        choose_backend(named, demo_model=no_demo)
+    message = str(caught.value)
+    assert "already pulled: --model qwen2.5-coder:1.5b" in message
+    assert "rune pull" not in message
 
 
 def test_a_named_catalogue_model_runs_embedded_once_pulled(tmp_path: Path) -> None:

@@ -270,7 +270,8 @@ def test_sessions_show_prints_every_output_in_full_and_rm_and_prune_delete(
     pruned = rune(home, "sessions", "prune", "--days", "0")
     assert "removed 2 sessions" in pruned.stdout
     assert rune(home, "sessions").stdout.strip() == "no sessions yet"
-    assert rune(home, "sessions", "rm", session_of(kept)).returncode == EXIT_FAILED
+    gone = rune(home, "sessions", "rm", session_of(kept))
+    assert gone.returncode == EXIT_USAGE and "no session" in gone.stderr
 
 
 def test_a_pending_session_is_not_pruned_and_rm_removes_it(

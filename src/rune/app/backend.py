@@ -261,7 +261,7 @@ def choose_backend(
         if model:
             raise BackendUnavailable(
                 f"backend 'embedded' runs GGUF files and pulled models, not {model!r}: "
-                f"pass --model path/to/model.gguf or a pulled model ({PULL_HINT})"
+                f"pass --model path/to/model.gguf or {_one_it_runs(best_pulled)}"
             )
         return _embedded_default(best_pulled, demo_model, "configured")
     host = ollama_host(settings)
@@ -275,10 +275,17 @@ def choose_backend(
         raise BackendUnavailable(
             f"No Ollama answered at {host}, and Rune cannot run {model!r} itself. Start "
             f"Ollama (`ollama serve`, then `ollama pull {model}`), pass --backend URL of an "
-            f"OpenAI-compatible server that has it, or use a model Rune runs itself: "
-            f"{PULL_HINT}, then --model {DEFAULT_MODEL}."
+            f"OpenAI-compatible server that has it, or {_one_it_runs(best_pulled)}."
         )
     return _embedded_default(best_pulled, demo_model, f"no Ollama at {host}")
+
+
+def _one_it_runs(best_pulled: Callable[[], CatalogModel | None]) -> str:
+    """The way out to a model Rune runs itself: the best one pulled, else how to pull one."""
+    pulled = best_pulled()
+    if pulled is not None:
+        return f"use a model Rune runs itself, already pulled: --model {pulled.name}"
+    return f"use a model Rune runs itself: {PULL_HINT}, then --model {DEFAULT_MODEL}"
 
 
 def _embedded_default(
