@@ -93,9 +93,10 @@ SETTINGS: tuple[Setting, ...] = (
         "'ollama', 'embedded', 'scripted' or an http(s) base URL of an OpenAI-compatible server",
         flag="--backend",
         project=_SERVER,
-        help="'ollama' (at OLLAMA_HOST, default 127.0.0.1:11434), 'embedded', 'scripted', or "
-        "the base URL of an OpenAI-compatible server: llama-server, vLLM, LM Studio, e.g. "
-        "http://127.0.0.1:8080/v1",
+        help="'ollama' (at OLLAMA_HOST, default 127.0.0.1:11434), 'embedded', or the base URL "
+        "of an OpenAI-compatible server: llama-server, vLLM, LM Studio, e.g. "
+        "http://127.0.0.1:8080/v1; 'scripted' plays canned replies (the demo's, or "
+        "RUNE_SCRIPT's) and is no model: for demos and tests",
     ),
     Setting(
         "ollama_host",
