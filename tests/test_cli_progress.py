@@ -13,7 +13,16 @@ from pathlib import Path
 
 import pytest
 from tests.fakes.cli import closed_port, rune
-from tests.fakes.ollama_server import FakeModel, FakeOllama, Reply, chunk, final, reply
+from tests.fakes.ollama_server import (
+    FakeModel,
+    FakeOllama,
+    Reply,
+    chunk,
+    final,
+    reply,
+    tool_call,
+    tool_reply,
+)
 from tests.fakes.terminal import Terminal
 
 from rune.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
@@ -111,7 +120,9 @@ def test_without_a_terminal_there_is_no_status_line_and_no_escape_code(
 def test_ctrl_c_while_the_model_thinks_keeps_the_session_for_resume(
     home: Path, ollama: FakeOllama
 ) -> None:
-    ollama.script(Reply(stall=3600))
+    # a change is made, then the model thinks for ever
+    write = tool_call("write_file", {"path": "notes.txt", "content": "half done\n"})
+    ollama.script(tool_reply(write), Reply(stall=3600))
     term = terminal(
         home,
         "run",
@@ -119,16 +130,20 @@ def test_ctrl_c_while_the_model_thinks_keeps_the_session_for_resume(
         "work",
         "--model",
         "qwen3:latest",
-        "say hi",
+        "--yes",
+        "write notes",
         env={"OLLAMA_HOST": ollama.url},
     )
     try:
-        term.expect("waiting for the model .* Ctrl-C to interrupt")
+        term.expect("step 2/8.*waiting for the model .* Ctrl-C to interrupt")
         term.send("\x03")
         code = term.wait()
         assert code == EXIT_INTERRUPTED, term.output
     finally:
         term.close()
+    assert (home / "work" / "notes.txt").read_text() == "half done\n"
+    # what the interrupted run leaves changed, and how to take it back, come first
+    assert "the session's file changes stay in place (notes.txt): `rune undo " in term.output
     assert "interrupted; the session is kept: `rune resume" in term.output
     assert "Traceback" not in term.output
     listed = rune(home, "sessions").stdout

@@ -146,8 +146,13 @@ def drive(
             )
             return EXIT_PENDING, response
     except KeyboardInterrupt:
+        from rune.frontend.kept import changes_left
+
         reporter.close()
         reporter.line("")
+        left = changes_left(rune, cwd=Path.cwd())
+        if left is not None:
+            err.print(Text(left, style="yellow"))
         err.print(f"interrupted; the session is kept: `rune resume {rune.session_id}`")
         return EXIT_INTERRUPTED, None
     reporter.close()

@@ -35,6 +35,12 @@ def kept_changes(rune: Rune, response: OperatorResponse, *, cwd: Path | None) ->
     ``--workspace`` is added unless it is the run's workspace."""
     if response.outcome in ("done", "paused"):
         return None
+    return changes_left(rune, cwd=cwd)
+
+
+def changes_left(rune: Rune, *, cwd: Path | None) -> str | None:
+    """The files the session leaves changed and the undo of them all, whatever the run's end
+    (an interrupted run has no response); None when no change stands."""
     paths = kept_paths(rune)
     if not paths:
         return None
