@@ -419,6 +419,8 @@ def test_a_digest_shows_no_source_a_workspace_link_leads_out_to(tmp_path: Path) 
     A trial of a test file the model wrote (no approval) prints a traceback through the link;
     the digest must not show what read_file refuses to read without asking."""
     ws = calc_project(tmp_path / "ws")
+    # the forged report is unittest's: a project venv without pytest makes unittest the runner
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", ws / ".venv"], check=True)
     outside = tmp_path / "other-project" / "settings.py"
     outside.parent.mkdir()
     outside.write_text("def db():\n    password = 'HOST-SECRET-41'\n    return password\n")
@@ -435,6 +437,28 @@ def test_a_digest_shows_no_source_a_workspace_link_leads_out_to(tmp_path: Path) 
     )
     assert trial is not None and "FAILED test_x" in trial.report, trial
     assert "HOST-SECRET" not in trial.report, trial.report
+
+
+def test_the_digest_reads_only_the_projects_own_source_and_none_too_big(tmp_path: Path) -> None:
+    """What the digest (and the docstring examples) read on the host, unasked: a forged frame
+    may name a generated module of megabytes (seconds and gigabytes in ast.parse), a hard
+    link to a file elsewhere, or a FIFO (a read that never returns)."""
+    import os
+
+    from rune.tools.fs import MAX_PARSED_BYTES, read_project_source
+
+    ws = calc_project(tmp_path / "ws")
+    assert read_project_source(ws / "calc" / "ops.py", ws) == BROKEN
+    big = ws / "calc" / "generated.py"
+    big.write_text("def f():\n" + "    x = 1\n" * (MAX_PARSED_BYTES // 10 + 1))
+    secret = tmp_path / "secret.py"
+    secret.write_text("TOKEN = 'HOST-SECRET-42'\n")
+    os.link(secret, ws / "calc" / "linked.py")
+    os.mkfifo(ws / "calc" / "pipe.py")
+    (ws / "calc" / "out.py").symlink_to(secret)
+    for name in ("generated.py", "linked.py", "pipe.py", "out.py"):
+        assert read_project_source(ws / "calc" / name, ws) is None, name
+    assert read_project_source(secret, ws) is None
 
 
 @pytest.mark.parametrize("hostile", ["--co", "/etc/passwd", "../outside.py", "a\0b"])

@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 
 from rune.operator.blocks import FILES_BUCKET, ContextBlock, is_small_workspace, read_text_file
 from rune.text import for_display
+from rune.tools.fs import MAX_PARSED_BYTES
 from rune.tools.locate import project_files
 from rune.tools.sandbox import SandboxPolicy
 
@@ -24,9 +25,8 @@ from rune.tools.sandbox import SandboxPolicy
 MAP_CHARS = 2400
 #: files whose definitions are listed
 DETAILED_FILES = 3
-#: files looked at at most (a bigger tree gets no map), and the biggest file parsed
+#: files looked at at most (a bigger tree gets no map; no file over MAX_PARSED_BYTES is parsed)
 MAX_FILES = 5000
-MAX_PARSED_BYTES = 512 * 1024
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _PATH = re.compile(r"[\w./-]*\w\.py\b")
 _TOP_LEVEL = re.compile(r"^(?:async[ \t]+def|def|class)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)

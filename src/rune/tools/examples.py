@@ -24,6 +24,7 @@ from rune.errors import RuneError
 from rune.tools.base import ToolContext
 from rune.tools.checks import run_read_only
 from rune.tools.display import for_display
+from rune.tools.fs import read_project_source
 
 __all__ = [
     "EXAMPLES_TIMEOUT",
@@ -105,12 +106,12 @@ class Examples:
 def has_examples(workspace: Path, path: str, name: str) -> bool:
     """Whether ``path`` (relative to the workspace) defines a top-level function ``name``
     whose docstring holds an example (``>>>``)."""
-    file = (workspace / path).resolve()
-    if not file.is_relative_to(workspace.resolve()):
-        return False  # a link out of the workspace: not the project's code
+    text = read_project_source(workspace / path, workspace)
+    if text is None:
+        return False  # not the project's own code (rune.tools.fs.read_project_source)
     try:
-        tree = ast.parse(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
         return False
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:

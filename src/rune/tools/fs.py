@@ -181,6 +181,27 @@ def read_regular_file(path: Path, roots: Sequence[Path], limit: int) -> FileData
         raise ToolError(f"{path} does not exist.") from None
 
 
+#: the biggest Python file Rune reads and parses on the host on its own (a test digest, a
+#: repository map): a generated module of megabytes costs seconds and gigabytes in ast.parse
+MAX_PARSED_BYTES = 512 * 1024
+
+
+def read_project_source(path: Path, workspace: Path) -> str | None:
+    """The text of ``path`` when it is the project's own: its real path in ``workspace``, a
+    regular file with one link, at most :data:`MAX_PARSED_BYTES` of UTF-8; else None. For what
+    Rune reads unasked on the host: a forged traceback or import may name any file (a link
+    out of the workspace, a hard link to a secret, a FIFO, a huge module)."""
+    root = Path(os.path.realpath(workspace))
+    real = Path(os.path.realpath(path))
+    if not real.is_relative_to(root):
+        return None
+    try:
+        found = read_regular_file(real, [root], MAX_PARSED_BYTES)
+        return None if found.truncated else found.data.decode("utf-8")
+    except (ToolError, OSError, UnicodeDecodeError):
+        return None
+
+
 def read_existing(path: Path, roots: Sequence[Path], limit: int) -> bytes | None:
     """The content of ``path`` (None when it does not exist); refuses files over ``limit``."""
     try:

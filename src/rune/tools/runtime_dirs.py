@@ -100,7 +100,7 @@ def _python_parts(prefix: Path) -> list[Path]:
     return sorted(p for p in found if os.path.lexists(p))
 
 
-def _head(path: Path, size: int) -> bytes | None:
+def regular_head(path: Path, size: int) -> bytes | None:
     """The first ``size`` bytes of ``path`` when it is a regular file, else None: opened
     without blocking, since a FIFO left as a project's ``.venv/bin/python`` would block
     Rune for good."""
@@ -119,13 +119,13 @@ def _head(path: Path, size: int) -> bytes | None:
 def _is_program(path: Path) -> bool:
     """Whether ``path`` is an executable program (an ELF file), which alone is bound outside
     an installation: the file an executable names may be anything the user can read."""
-    return _head(path, 4) == b"\x7fELF" and os.access(path, os.X_OK)
+    return regular_head(path, 4) == b"\x7fELF" and os.access(path, os.X_OK)
 
 
 def _shebang(path: Path) -> Path | None:
     """The interpreter a script names with an absolute ``#!`` path (``#!/usr/bin/env X``
     names ``env``, which is a system program)."""
-    line = (_head(path, 4096) or b"").split(b"\n", 1)[0]
+    line = (regular_head(path, 4096) or b"").split(b"\n", 1)[0]
     if not line.startswith(b"#!"):
         return None
     words = line[2:].decode("utf-8", "replace").split()

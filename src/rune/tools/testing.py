@@ -30,6 +30,7 @@ from rune.tools.command_paths import runs_or_reads, tests_named
 from rune.tools.commands import Outcome, format_outcome
 from rune.tools.display import for_display
 from rune.tools.examples import examples_note, run_examples
+from rune.tools.fs import read_project_source
 from rune.tools.locate import is_skipped, project_files
 from rune.tools.sandbox import SandboxPolicy
 from rune.tools.spec import AutoCheck, ToolSpec, Trial
@@ -542,12 +543,12 @@ def _parse(path: Path, workspace: Path) -> tuple[ast.Module, list[str]] | None:
     is read on the host, so a link out of the workspace (a cloned repository's, or one a
     command made) is not followed, or a forged traceback would show any Python file the user
     can read."""
-    if not _in_workspace(path, workspace):
+    text = read_project_source(path, workspace)
+    if text is None:
         return None
     try:
-        text = path.read_text(encoding="utf-8")
         return ast.parse(text), text.splitlines()
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError):
         return None
 
 
