@@ -114,6 +114,38 @@ def test_broken_toml_is_a_config_error(workspace: Path, user_file: Path) -> None
         load({"workspace": str(workspace)}, env={}, user_file=user_file)
 
 
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "huge"])
+def test_a_project_file_that_is_no_small_regular_file_is_a_config_error(
+    workspace: Path, user_file: Path, kind: str
+) -> None:
+    """A cloned repository's .rune/config.toml may be a link to /dev/zero or a FIFO: reading it
+    must neither take the host's memory nor block."""
+    import os
+
+    path = project_file(workspace)
+    if kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        write(path, "# padding\n" * 200_000)
+    said = "over 1024 KiB" if kind == "huge" else "not a regular file"
+    with pytest.raises(ConfigError, match=said):
+        load({"workspace": str(workspace)}, env={}, user_file=user_file)
+
+
+def test_a_user_file_that_links_to_a_dotfiles_repository_is_read(
+    workspace: Path, user_file: Path, tmp_path: Path
+) -> None:
+    real = write(tmp_path / "dotfiles" / "rune.toml", "max_iterations = 5\n")
+    user_file.parent.mkdir(parents=True)
+    user_file.symlink_to(real)
+    assert (
+        load({"workspace": str(workspace)}, env={}, user_file=user_file).settings.max_iterations
+        == 5
+    )
+
+
 def test_project_file_cannot_widen_the_sandbox(
     workspace: Path, user_file: Path, tmp_path: Path
 ) -> None:

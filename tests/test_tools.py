@@ -129,6 +129,18 @@ def test_search_caps_its_results(ex: ToolExecutor, ws: Path) -> None:
     assert len(lines) == 101 and lines[-1].startswith("[stopped at 100 matches")
 
 
+def test_a_gitignore_linked_to_dev_zero_fails_the_search_in_words_within_its_memory(
+    ex: ToolExecutor, ws: Path
+) -> None:
+    """A cloned repository's ``.gitignore`` may be a link to /dev/zero: ripgrep reads it whole
+    (4 GiB, then more) before any match. It runs under an address-space limit, and a search it
+    could not finish is a failure, never "no matches"."""
+    (ws / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (ws / ".gitignore").symlink_to("/dev/zero")
+    with pytest.raises(ToolError, match=r"search failed: ripgrep stopped \(exit status"):
+        ex.run("search", {"pattern": "add"})
+
+
 def test_write_file_prepare_changes_nothing_then_apply_writes(ex: ToolExecutor, ws: Path) -> None:
     change = ex.prepare("write_file", {"path": "new/dir/f.txt", "content": "hello\n"})
     assert not (ws / "new").exists()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -318,10 +319,14 @@ def mcp_servers(table: Any, source: str) -> tuple[McpServerConfig, ...]:
     return tuple(found)
 
 
+#: the biggest config file read: a cloned repository's ``.rune/config.toml`` may be a link to
+#: ``/dev/zero`` or a FIFO, and reading it must not take the host's memory or block
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
 def _read_toml(path: Path) -> dict[str, Any] | None:
     try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
+        data = tomllib.loads(_config_text(path))
     except FileNotFoundError:
         return None
     except tomllib.TOMLDecodeError as err:
@@ -340,6 +345,25 @@ def _read_toml(path: Path) -> dict[str, Any] | None:
         else:
             flat[key] = value
     return flat
+
+
+def _config_text(path: Path) -> str:
+    """A config file's text: a regular file (a link to one is followed: dotfiles are often
+    links) of at most :data:`MAX_CONFIG_BYTES`; a ConfigError otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(f"{path}: not a regular file (a device, FIFO or directory)")
+        chunks, size = [], 0
+        while size <= MAX_CONFIG_BYTES and (chunk := os.read(fd, MAX_CONFIG_BYTES + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: over {MAX_CONFIG_BYTES // 1024} KiB; not read as a config file")
+    return data.decode("utf-8")
 
 
 def _env_layer(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:

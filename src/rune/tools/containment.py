@@ -124,6 +124,11 @@ SYSTEM_SECRETS = (
     "/etc/rancher",
     "/etc/docker",
     "/etc/pip.conf",
+    "/etc/xdg/pip",
+    "/etc/apt/auth.conf",
+    "/etc/apt/auth.conf.d",
+    "/etc/npmrc",
+    "/usr/local/etc/npmrc",
     "/etc/environment",
 )
 #: at the top of an interpreter's installation or environment: configuration that may hold

@@ -59,6 +59,10 @@ def _size(n: int) -> str:
 CHECK = Limits(memory=2 * GIB, processes=64, file_size=64 * MIB, total_memory=2 * GIB)
 #: for an approved command or a configured MCP server
 COMMAND = Limits(memory=16 * GIB, processes=1024, file_size=8 * GIB, total_memory=16 * GIB)
+#: for ripgrep, which Rune runs uncontained for ``search``: it writes no file, and a cloned
+#: repository's ``.gitignore`` linked to ``/dev/zero`` must not take the host's memory
+#: (processes 0: no process limit; rg's threads are few)
+RIPGREP = Limits(memory=2 * GIB, processes=0, file_size=0, total_memory=2 * GIB)
 
 #: argv: MEMORY PROCESSES FILE_SIZE N CGROUP_DIR... (N of them) -- COMMAND...; PROCESSES is 0
 #: when a pids cgroup among them counts the processes (no RLIMIT_NPROC then)

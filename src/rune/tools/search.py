@@ -37,6 +37,7 @@ from rune.errors import ToolError, ToolInputError
 from rune.tools.base import Args, BuiltinTool, ToolContext, object_schema, string_arg
 from rune.tools.display import for_display, is_binary
 from rune.tools.names import CREDENTIALS, RUNE_OWN
+from rune.tools.run_limits import RIPGREP, launcher
 from rune.tools.sandbox import validate_read_path, within
 from rune.tools.spec import ToolSpec
 
@@ -267,7 +268,7 @@ def _run_rg(ctx: ToolContext, argv: list[str], pattern: str) -> _Tally:
     errors = bytearray()
     try:
         proc = subprocess.Popen(
-            argv,
+            launcher(RIPGREP, None, argv),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -297,6 +298,14 @@ def _run_rg(ctx: ToolContext, argv: list[str], pattern: str) -> _Tally:
     text = errors.decode("utf-8", "replace")
     if proc.returncode == 2 and not tally.finished:
         _input_problem(pattern, text)
+    if proc.returncode not in (0, 1, 2) and not tally.finished:
+        # killed, or out of memory (RLIMIT_AS): what it found so far is not the answer
+        why = for_display(text.strip().splitlines()[-1][:300] if text.strip() else "")
+        raise ToolError(
+            f"search failed: ripgrep stopped (exit status {proc.returncode}"
+            + (f": {why}" if why else "")
+            + "); narrow the path or glob, or use list_dir and read_file"
+        )
     tally.unreadable += sum(1 for line in text.splitlines() if line.strip())
     return tally
 
