@@ -39,6 +39,7 @@ from rune.app.policy import (
     policy_report,
     python_library_dirs,
     sandbox_policy,
+    workspace_unwritable,
 )
 from rune.app.running import (
     Driver,
@@ -100,4 +101,5 @@ __all__ = [
     "session_store",
     "settings_from_header",
     "watched_transport",
+    "workspace_unwritable",
 ]

@@ -120,6 +120,25 @@ def policy_report(settings: Settings) -> list[tuple[str, str]]:
     ]
 
 
+def workspace_unwritable(workspace: Path) -> str | None:
+    """Why no change can be written in ``workspace`` (a read-only mount, no write permission),
+    or None: said before the first turn, since every change the model makes would fail."""
+    try:
+        read_only = bool(os.statvfs(workspace).f_flag & os.ST_RDONLY)
+    except OSError:
+        return None
+    if read_only:
+        why = "is on a read-only file system"
+    elif not os.access(workspace, os.W_OK):
+        why = "is not writable by you"
+    else:
+        return None
+    return (
+        f"the workspace {workspace} {why}: Rune can read it and run checks, but no change "
+        "can be written"
+    )
+
+
 def commands_contained() -> tuple[bool, str]:
     """Whether a shell command would run inside bubblewrap here, and what was found."""
     from rune.tools.commands import containment_report

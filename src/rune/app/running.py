@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 from rune import events as ev
 from rune.app.backend import BackendChoice, choose_backend, settings_from_header
 from rune.app.build import build_operator, tests_left_unrun
-from rune.app.policy import sandbox_policy
+from rune.app.policy import sandbox_policy, workspace_unwritable
 from rune.app.servers import capabilities, open_transport
 from rune.errors import ConfigError
 from rune.grants import Grant
@@ -90,8 +90,8 @@ class Rune:
 
     def startup_warnings(self) -> list[str]:
         """What the user should hear before the first turn: each MCP server that failed to
-        start, each tool a server listed that Rune left out, tests in the workspace that Rune
-        cannot run here (one line each)."""
+        start, each tool a server listed that Rune left out, a workspace no change can be
+        written in, tests in the workspace that Rune cannot run here (one line each)."""
         problems = list(self.mcp.problems()) if self.mcp is not None else []
         return [*self.shortfalls, *problems]
 
@@ -207,7 +207,10 @@ def open_rune(
             mcp=manager,
             can_ask=can_ask,
         )
-        unrun = tests_left_unrun(settings, operator.executor, workspace)
+        shortfalls = (
+            workspace_unwritable(workspace),
+            tests_left_unrun(settings, operator.executor, workspace),
+        )
         yield Rune(
             settings,
             choice,
@@ -219,7 +222,7 @@ def open_rune(
             relay,
             manager,
             picked=picked,
-            shortfalls=(unrun,) if unrun else (),
+            shortfalls=tuple(s for s in shortfalls if s),
         )
 
 

@@ -183,7 +183,9 @@ def embedded_check(settings: Settings, backend: list[Check]) -> Check:
 
 
 def sandbox_checks(settings: Settings, *, verbose: bool) -> list[Check]:
-    from rune.app import policy_report, sandbox_policy
+    from pathlib import Path
+
+    from rune.app import policy_report, sandbox_policy, workspace_unwritable
 
     policy = sandbox_policy(settings)
     report = policy_report(settings)
@@ -197,6 +199,9 @@ def sandbox_checks(settings: Settings, *, verbose: bool) -> list[Check]:
             f"read: {', '.join(policy.describe_read_roots())}{more}",
         )
     ]
+    unwritable = workspace_unwritable(Path(settings.workspace))
+    if unwritable is not None:
+        checks.append(Check("workspace", False, unwritable))
     # The effective policy, in full: what docs/sandbox.md's reference promises, as configured.
     # The approval mode is short and always shown; the name lists only on request.
     shown = [(what, detail) for what, detail in report if verbose or what not in lists]
