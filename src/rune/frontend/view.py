@@ -7,6 +7,7 @@ run) and into a ``rich`` ``Text``, never a markup string.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -36,9 +37,7 @@ def describe_request(name: str, arguments: object) -> str:
         return visible(name, keep="")
     parts = []
     for key, value in arguments.items():
-        shown = _short_repr(value)
-        if len(shown) > MAX_ARGUMENT_CHARS:
-            shown = shown[: MAX_ARGUMENT_CHARS - 1] + "…"
+        shown = _clipped(_short_repr(value), MAX_ARGUMENT_CHARS)
         parts.append(f"{visible(key, keep='')}={visible(shown, keep='')}")
     return " ".join([visible(name, keep=""), *parts])
 
@@ -165,10 +164,25 @@ def tool_outcome(event: ToolEvent) -> str:
         return outcome if warning is None else f"{outcome}; {visible(warning, keep='')}"
     said = (event.error or event.status).splitlines() or [event.status]
     # A command that failed while it ran (stopped, timed out) ends with its status in brackets,
-    # after whatever it printed: that status is the outcome.
+    # after whatever it printed: that status is the outcome, with the exception a Python
+    # traceback ended on (a check's "AssertionError: ..."), which says why.
     if len(said) > 1 and said[-1].startswith("[") and said[-1].endswith("]"):
-        return visible(said[-1][1:-1], keep="")
+        status = said[-1][1:-1]
+        raised = next((ln for ln in reversed(said[:-1]) if _EXCEPTION_LINE.match(ln)), None)
+        if raised is not None:
+            status = f"{status}: {_clipped(raised.strip(), MAX_EXCEPTION_CHARS)}"
+        return visible(status, keep="")
     return visible(said[0] or event.status, keep="")
+
+
+#: the last line of a Python traceback: ``AssertionError: add(2, 3) == 6``, ``ValueError``
+_EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::|$)")
+MAX_EXCEPTION_CHARS = 120
+
+
+def _clipped(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, the last one "…" when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def outcome_text(response: OperatorResponse, next_step: str = "") -> tuple[str, str]:
