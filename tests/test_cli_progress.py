@@ -5,9 +5,11 @@ real HTTP servers that are slow or never answer; a pty where a terminal matters.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from tests.fakes.ollama_server import (
     chunk,
     final,
     reply,
+    text_reply,
     tool_call,
     tool_reply,
 )
@@ -136,6 +139,9 @@ def test_ctrl_c_while_the_model_thinks_keeps_the_session_for_resume(
     )
     try:
         term.expect("step 2/8.*waiting for the model .* Ctrl-C to interrupt")
+        deadline = time.monotonic() + 30
+        while ollama.count("/api/chat") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the stalling request has reached the server (its reply is taken)
         term.send("\x03")
         code = term.wait()
         assert code == EXIT_INTERRUPTED, term.output
@@ -148,6 +154,14 @@ def test_ctrl_c_while_the_model_thinks_keeps_the_session_for_resume(
     assert "Traceback" not in term.output
     listed = rune(home, "sessions").stdout
     assert " interrupted " in listed
+    # resumed, the model answers: the turn did change a file (before the interruption)
+    found = re.search(r"\d{8}-\d{6}-[0-9a-f]{6}", listed)
+    assert found is not None, listed
+    session = found.group(0)
+    ollama.script(text_reply("Notes written."))
+    resumed = rune(home, "resume", session, "--yes", env={"OLLAMA_HOST": ollama.url})
+    assert resumed.returncode == EXIT_OK, resumed.stdout + resumed.stderr
+    assert resumed.stdout.strip().splitlines()[-1] == "✓ done (step 1/8)"
 
 
 @pytest.mark.parametrize("how", ["flag", "environment", "config file"])

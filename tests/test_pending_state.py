@@ -77,6 +77,7 @@ def test_a_loop_state_goes_to_json_and_back_unchanged() -> None:
         streak_signature="sig",
         streak_count=1,
         events=[ToolEvent("read_file", {"path": "a.txt"}, "done", "ollama-native", output="x")],
+        earlier=[ToolEvent("run_python", {"code": "assert 0"}, "failed", "rune", error="no")],
         thinking="hm",
         warnings=["w"],
         evicted=["files block"],

@@ -1,6 +1,6 @@
-"""Whether a final answer finished the task: one rule, over the tool events of the run, for
-the runtime (which tells library callers through ``OperatorResponse.incomplete``), the CLI and
-the TUI.
+"""Whether a final answer finished the task: one rule, over the tool events of the turn (all
+its budgets, before and after an interruption: ``LoopState.earlier``), for the runtime (which
+tells library callers through ``OperatorResponse.incomplete``), the CLI and the TUI.
 
 An answer finishes the task when the last change the model asked for was applied and no
 command or check run after that change failed. A small model says "Fixed; the tests pass."

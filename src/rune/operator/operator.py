@@ -29,6 +29,7 @@ from rune.messages import (
     Message,
     OperatorResponse,
     PendingApproval,
+    ToolEvent,
     thaw,
 )
 from rune.operator.blocks import (
@@ -159,6 +160,9 @@ class RuneOperator:
         self.session: Session | None = None
         self._history: list[Message] = []
         self._turn_starts: list[int] = []
+        #: the tool events of the current user turn, over its budgets and resumptions: how the
+        #: turn ends counts them all (``LoopState.earlier``)
+        self._turn_events: list[ToolEvent] = []
         self._journal: JournalSink | None = None
         self._turn_blocks: tuple[ContextBlock, ...] | None = None
         self._pending_state: PendingState | None = None
@@ -258,11 +262,12 @@ class RuneOperator:
             )
         message: Message = {"role": "user", "content": str(text)}
         self._turn_starts.append(len(self._history))
+        self._turn_events = []
         self._history.append(message)
         self._record(records.UserTurn(message))
         self._turn_blocks = tuple(self.context_blocks())
         self._budgets = 1
-        return self._drive(lambda runtime: runtime.run(self._history))
+        return self._drive(lambda runtime: runtime.run(self._history, earlier=self._turn_events))
 
     def approve(self) -> OperatorResponse:
         """Apply the change the turn waits on (re-validated by the executor), then go on."""
@@ -335,7 +340,7 @@ class RuneOperator:
             )
             self._emit(ev.TurnEnded(answer))
             return answer
-        return self._drive(lambda runtime: runtime.run(self._history))
+        return self._drive(lambda runtime: runtime.run(self._history, earlier=self._turn_events))
 
     def retry(self) -> OperatorResponse | None:
         """Run the last turn again from its last journaled point, with a fresh budget: after
@@ -352,7 +357,7 @@ class RuneOperator:
             if self._unfinished is None:
                 return None  # the turn ended with an answer: there is nothing to run again
             return self.send(continue_note(self._unfinished))
-        return self._drive(lambda runtime: runtime.run(self._history))
+        return self._drive(lambda runtime: runtime.run(self._history, earlier=self._turn_events))
 
     def reload(self) -> None:
         """Take the conversation as the journal has it, after a call was interrupted (Ctrl-C,
@@ -368,6 +373,7 @@ class RuneOperator:
         folded = session.state
         self._history = [dict(m) for m in folded.messages]
         self._turn_starts = list(folded.turn_starts)
+        self._turn_events = list(folded.turn_events)
         self._turn_blocks = None
         self._unfinished = _optional_text(folded.ended.incomplete) if folded.ended else None
         self.grants = list(folded.grants)
@@ -398,6 +404,8 @@ class RuneOperator:
         """Journal ``event`` first, then tell whoever listens."""
         if self._journal is not None:
             self._journal(event)
+        if isinstance(event, ev.ToolFinished):
+            self._turn_events.append(event.event)
         self.on_event(event)
 
     def _drive(self, step: Callable[[LocalToolRuntime], OperatorResponse]) -> OperatorResponse:
@@ -409,7 +417,9 @@ class RuneOperator:
             while self._renewed(response):
                 self._take_messages(response)
                 start = self._turn_starts[-1] if self._turn_starts else None
-                response = self._runtime.run(self._history, opening=start)
+                response = self._runtime.run(
+                    self._history, opening=start, earlier=self._turn_events
+                )
         except (RuneError, BrokenPipeError):
             raise  # (a closed pipe: the reader of the output went away, rune exits 141)
         except Exception as err:

@@ -64,6 +64,9 @@ class LoopState:
     streak_signature: str | None = None
     streak_count: int = 0
     events: list[ToolEvent] = field(default_factory=list)
+    #: the tool events of the turn's runs before this one (a budget spent, a run cut short):
+    #: how the turn ends counts them (``Endings.finished``); the assists see ``events`` only
+    earlier: list[ToolEvent] = field(default_factory=list)
     thinking: str = ""
     warnings: list[str] = field(default_factory=list)
     evicted: list[str] = field(default_factory=list)
@@ -87,6 +90,19 @@ class LoopState:
         fresh = self.messages[lead + self.announced :]
         self.announced += len(fresh)
         return fresh
+
+    def place_opening(self, opening: int | None, given: int) -> None:
+        """Where the request this run works on is: ``opening`` of the ``given`` messages the
+        run started with (a prompt may since stand ahead of them), else the last message when
+        it is the user's."""
+        if opening is not None and 0 <= opening < given:
+            self.opening = opening + len(self.messages) - given
+        elif self.messages and self.messages[-1].get("role") == "user":
+            self.opening = len(self.messages) - 1
+
+    def put_system(self, prompt: str) -> None:
+        """``prompt`` as a system message after the caller's and before the conversation."""
+        self.messages.insert(leading_system(self.messages), {"role": "system", "content": prompt})
 
     def new_turn(self, queue: list[ToolRequest]) -> None:
         self.queue = queue
@@ -147,6 +163,10 @@ def _jsons(values: Iterable[Any]) -> list[Any]:
     return [v.to_json() for v in values]
 
 
+def _tool_events(values: Iterable[Any]) -> tuple[ToolEvent, ...]:
+    return tuple(ToolEvent.from_json(e) for e in values)
+
+
 #: the loop's fields, in the order a pending state's JSON has them
 LOOP_FIELDS: tuple[Field, ...] = (
     Field("protocol", load=str),
@@ -169,7 +189,8 @@ LOOP_FIELDS: tuple[Field, ...] = (
     Field("streak_signature", load=_optional_str),
     Field("streak_count", load=int),
     Field("turn_calls", load=int, missing=0),
-    Field("events", tuple, list, _jsons, lambda v: tuple(ToolEvent.from_json(e) for e in v)),
+    Field("events", tuple, list, _jsons, _tool_events),
+    Field("earlier", tuple, list, _jsons, _tool_events, missing=()),
     Field("thinking", load=str, missing=""),
     Field("warnings", tuple, list, list, _texts, missing=()),
     Field("evicted", tuple, list, list, _texts, missing=()),
@@ -192,6 +213,9 @@ PAUSE_FIELDS: tuple[Field, ...] = (
 FIELDS = (*LOOP_FIELDS, *PAUSE_FIELDS)
 #: the one place the JSON form is not one key per field: the breaker's streak is one pair
 _STREAK = ("streak_signature", "streak_count")
+#: fields added since, written only when they hold something: a state without them is written
+#: (and sealed) as the Rune before them wrote it
+_WRITTEN_WHEN_SET = frozenset({"earlier"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -221,6 +245,8 @@ class PendingState:
     evicted: tuple[str, ...]
     change: PreparedChange
     opening: int | None = None
+    #: the events of the turn's runs before this one (``LoopState.earlier``)
+    earlier: tuple[ToolEvent, ...] = ()
     #: the assists' own state (``LoopState.assists``)
     assists: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     #: the directory trees the user let the session read before this pause
@@ -280,7 +306,9 @@ class PendingState:
             return dict(thaw(self.source))
         data: dict[str, Any] = {VERSION_FIELD: STATE_VERSION}
         for f in FIELDS:
-            data[f.name] = f.dump(getattr(self, f.name))
+            value = getattr(self, f.name)
+            if f.name not in _WRITTEN_WHEN_SET or value:
+                data[f.name] = f.dump(value)
         data["streak"] = [data.pop(name) for name in _STREAK]
         data[seal.SEAL_FIELD] = self.seal
         return data

@@ -68,7 +68,8 @@ class Endings:
     ) -> OperatorResponse:
         """The run's end with ``text`` as its answer (the model's, or an assist's), unfinished
         as :mod:`rune.outcome` finds it, and for the reasons in ``also`` (an assist's)."""
-        found = outcome.problems(state.events, self.kinds)
+        turn = [*state.earlier, *state.events]  # the whole turn, over budgets and resumptions
+        found = outcome.problems(turn, self.kinds)
         # The reply stopped at the output cap: what came is not the whole answer.
         reasons = [outcome.incomplete_reason(found), *also, outcome.CUT_OFF if cut_off else None]
         reason = "; ".join(r for r in reasons if r) or None
@@ -77,7 +78,7 @@ class Endings:
             success=True,
             text=text,
             incomplete=reason,
-            changed=outcome.changed(state.events, self.kinds),
+            changed=outcome.changed(turn, self.kinds),
         )
 
     def failure(self, state: LoopState, error: str, kind: str) -> OperatorResponse:

@@ -16,7 +16,7 @@ from typing import Any
 from rune import events as ev
 from rune.errors import RuneError, ToolsUnsupported
 from rune.limits import MAX_ITERATIONS
-from rune.messages import ChatResult, Message, OperatorResponse, ToolRequest, leading_system
+from rune.messages import ChatResult, Message, OperatorResponse, ToolEvent, ToolRequest
 from rune.pause.state import NATIVE, TEXT_FALLBACK, LoopState, PendingState, unseal
 from rune.runtime.assist import Assist, Hooks
 from rune.runtime.calls import Calls
@@ -78,14 +78,17 @@ class Runner(Calls):
     # --- public API ---------------------------------------------------------------------
 
     def run(
-        self, messages: Sequence[Mapping[str, Any]], *, opening: int | None = None
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        opening: int | None = None,
+        earlier: Sequence[ToolEvent] = (),
     ) -> OperatorResponse:
         """Run the loop on an Ollama-style conversation. Tool calls of a final assistant
         message that have no result yet (a conversation saved by a process that died
-        mid-turn) are executed first, before the model is asked again.
-        ``opening``: where the request this run works on is in ``messages`` (by default the
-        last message, when it is the user's).
-        """
+        mid-turn) are executed first, before the model is asked again. ``opening``: where the
+        request this run works on is in ``messages`` (by default the last message, when it is
+        the user's); ``earlier``: the turn's tool events before this run (``LoopState``)."""
         try:
             name = self._choose_protocol()
         except RuneError as err:
@@ -93,16 +96,12 @@ class Runner(Calls):
         except Exception as err:  # a transport that broke its contract
             return self.endings.before_loop(transport_failure(err))
         history: list[Message] = [dict(m) for m in messages]
-        state = LoopState(messages=history, protocol=name)
+        state = LoopState(messages=history, protocol=name, earlier=list(earlier))
         protocol = self.protocol_of(state)
         state.queue = protocol.unanswered_calls(history)
         given = len(history)
         self._inject_prompt(state, protocol)
-        injected = len(state.messages) - given
-        if opening is not None and 0 <= opening < given:
-            state.opening = opening + injected
-        elif state.messages and state.messages[-1].get("role") == "user":
-            state.opening = len(state.messages) - 1
+        state.place_opening(opening, given)
         if state.opening == len(state.messages) - 1:
             for assist in self.hooks.start:
                 assist.start(self, state)
@@ -273,7 +272,7 @@ class Runner(Calls):
         prompt = protocol.prompt()
         if prompt is None:
             return
-        state.messages.insert(leading_system(state.messages), {"role": "system", "content": prompt})
+        state.put_system(prompt)
         self.emit(ev.FallbackPromptInjected(self.model, prompt, protocol.name))
 
     # --- what assists may ask (rune.runtime.assist.Loop) --------------------------------

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rune.grants import Grant
+from rune.messages import ToolEvent
 from rune.sessions.journal import Record
 from rune.sessions.records import (
     STATE_RECORDS,
@@ -96,6 +97,8 @@ class SessionState:
     #: the last turn's end
     ended: TurnEnded | None
     grants: tuple[Grant, ...]
+    #: the tool events journaled since the last user turn began (unreadable ones left out)
+    turn_events: tuple[ToolEvent, ...] = ()
 
 
 @dataclass
@@ -106,6 +109,8 @@ class Folding:
     messages: list[Mapping[str, Any]] = field(default_factory=list)
     events: list[Mapping[str, Any]] = field(default_factory=list)
     turn_starts: list[int] = field(default_factory=list)
+    #: where the last user turn's events begin in ``events``
+    turn_events_start: int = 0
     status: Status = "new"
     last: JournalRecord | None = None
     pause: JournaledPause | None = None
@@ -125,6 +130,7 @@ class Folding:
                     # names it, as the task of ``rune run`` does.
                     self.header = replace(self.header, title=title_of(message))
                 self.turn_starts.append(len(self.messages))
+                self.turn_events_start = len(self.events)
                 self.messages.append(message)
                 self.status = "running"
             case MessageAdded(message=message):
@@ -169,6 +175,11 @@ class Folding:
             messages_since=self.messages_since,
             ended=self.ended,
             grants=tuple(self.grants),
+            turn_events=tuple(
+                event
+                for raw in self.events[self.turn_events_start :]
+                if (event := ToolFinished(raw).tool_event()) is not None
+            ),
         )
 
 
