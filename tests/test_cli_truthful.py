@@ -5,6 +5,7 @@ scripted backend or a fake OpenAI-compatible server."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -189,6 +190,21 @@ def test_continue_after_an_unfinished_answer_runs_on_with_a_fresh_budget(
     # The model was told why the task was not finished.
     assert "The task is not finished: the last change was rejected (not like this)" in journals()
     assert " done " in rune(home, "sessions").stdout
+
+
+def test_a_turn_that_ran_on_a_fresh_budget_ends_as_the_whole_turn_went(
+    home: Path, workspace: Path
+) -> None:
+    """The change and the failing test command were in the first budget; the second budget
+    only answers. The turn changed a file and its last test command failed, whatever the
+    second budget did: never "✓ answered, no file changed", nor done."""
+    script = [WRONG, RUN_TESTS, *[final("Fixed.")] * 4]
+    done = run(home, workspace, script, "-yy", "--max-iterations", "2")
+    assert "budget 2/3" in done.stdout, done.stdout
+    assert done.returncode == EXIT_INCOMPLETE, done.stdout + done.stderr
+    verdict = last_line(done)
+    assert verdict.startswith("! answered, but not finished: the last test command exited 1")
+    assert "no file changed" not in done.stdout
 
 
 # --- the project's interpreter -------------------------------------------------------------------
@@ -436,3 +452,48 @@ def test_a_workspace_without_tests_brings_no_warning(
         home, workspace, [final("Done.")], env={"RUNE_AUTO_TESTS": "true", "PATH": str(no_tools)}
     )
     assert "cannot run them" not in done.stderr and "warning" not in done.stderr
+
+
+@pytest.mark.bwrap
+def test_a_read_only_workspace_is_named_by_doctor_and_before_the_first_turn(
+    home: Path, workspace: Path, tmp_path: Path
+) -> None:
+    """Every change the model makes would fail with "Read-only file system", turn after turn:
+    the user hears why before the first one. The workspace is mounted read-only for real
+    (bubblewrap), with the rest of the system as it is."""
+    from rune.tools.commands import find_bwrap
+
+    bwrap = find_bwrap()
+    assert bwrap is not None
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([final("Done.")]))
+    env = {**os.environ, "HOME": str(home), "NO_COLOR": "1", "RUNE_SCRIPT": str(script)}
+    inside = [bwrap, "--dev-bind", "/", "/", "--ro-bind", str(workspace), str(workspace), "--"]
+    rune_argv = [*inside, sys.executable, "-m", "rune.cli"]
+    where = ("--backend", "scripted", "--workspace", str(workspace))
+    said = f"the workspace {workspace} is on a read-only file system: Rune can read it"
+
+    def call(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*rune_argv, *args], capture_output=True, text=True, env=env, timeout=120, check=False
+        )
+
+    doctor = call("doctor", *where)
+    assert f"!!  workspace: {said}" in doctor.stdout, doctor.stdout + doctor.stderr
+    assert doctor.returncode == EXIT_FAILED
+    done = call("run", *where, "look at calc.py")
+    assert f"warning: {said}" in done.stderr, done.stdout + done.stderr
+    # writable, nothing is said
+    assert "read-only" not in rune(home, "doctor", *where).stdout
+
+
+@pytest.mark.bwrap
+def test_a_failed_check_says_the_exception_it_ended_on(home: Path, workspace: Path) -> None:
+    check = call(
+        "run_python", code="from calc import add\nassert add(2, 3) == 5, 'add(2, 3) is wrong'"
+    )
+    done = run(home, workspace, [check, final("It is wrong."), final("It is wrong.")], "-yy")
+    line = next(ln for ln in done.stdout.splitlines() if "run_python failed" in ln)
+    assert line.strip().endswith(
+        "✗ run_python failed: exit code 1: AssertionError: add(2, 3) is wrong"
+    ), done.stdout
