@@ -24,6 +24,11 @@ def _isolated_user_dirs(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
     # `rune demo` makes its project in the cache: a test's never lands in the real HOME's.
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("rune-cache")))
+    # A developer's pyenv Python (which a shim on PATH stands for) may have pytest and a
+    # site-packages full of plugins to scan at each of the suite's hundreds of contained test
+    # runs (1 s each, against 0.2 s): the suite's checks take the next python3 on PATH, as on
+    # a machine without pyenv. The shim rule has its own tests (tests/test_interpreter.py).
+    monkeypatch.setenv("PYENV_VERSION", "system")
     yield
 
 
