@@ -373,7 +373,7 @@ class RuneOperator:
         folded = session.state
         self._history = [dict(m) for m in folded.messages]
         self._turn_starts = list(folded.turn_starts)
-        self._turn_events = list(folded.turn_events)
+        self._turn_events = session.turn_events
         self._turn_blocks = None
         self._unfinished = _optional_text(folded.ended.incomplete) if folded.ended else None
         self.grants = list(folded.grants)

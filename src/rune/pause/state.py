@@ -132,6 +132,9 @@ class Field:
     dump: Callable[[Any], Any] = _same
     load: Callable[[Any], Any] = _same
     missing: Any = _REQUIRED
+    #: written only when it holds something: a field added later, so that a state without it
+    #: is written (and sealed) as the Rune before it wrote it
+    sparse: bool = False
 
 
 def _frozen_messages(messages: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
@@ -190,7 +193,7 @@ LOOP_FIELDS: tuple[Field, ...] = (
     Field("streak_count", load=int),
     Field("turn_calls", load=int, missing=0),
     Field("events", tuple, list, _jsons, _tool_events),
-    Field("earlier", tuple, list, _jsons, _tool_events, missing=()),
+    Field("earlier", tuple, list, _jsons, _tool_events, missing=(), sparse=True),
     Field("thinking", load=str, missing=""),
     Field("warnings", tuple, list, list, _texts, missing=()),
     Field("evicted", tuple, list, list, _texts, missing=()),
@@ -213,9 +216,6 @@ PAUSE_FIELDS: tuple[Field, ...] = (
 FIELDS = (*LOOP_FIELDS, *PAUSE_FIELDS)
 #: the one place the JSON form is not one key per field: the breaker's streak is one pair
 _STREAK = ("streak_signature", "streak_count")
-#: fields added since, written only when they hold something: a state without them is written
-#: (and sealed) as the Rune before them wrote it
-_WRITTEN_WHEN_SET = frozenset({"earlier"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -307,7 +307,7 @@ class PendingState:
         data: dict[str, Any] = {VERSION_FIELD: STATE_VERSION}
         for f in FIELDS:
             value = getattr(self, f.name)
-            if f.name not in _WRITTEN_WHEN_SET or value:
+            if value or not f.sparse:
                 data[f.name] = f.dump(value)
         data["streak"] = [data.pop(name) for name in _STREAK]
         data[seal.SEAL_FIELD] = self.seal

@@ -97,8 +97,6 @@ class SessionState:
     #: the last turn's end
     ended: TurnEnded | None
     grants: tuple[Grant, ...]
-    #: the tool events journaled since the last user turn began (unreadable ones left out)
-    turn_events: tuple[ToolEvent, ...] = ()
 
 
 @dataclass
@@ -175,12 +173,13 @@ class Folding:
             messages_since=self.messages_since,
             ended=self.ended,
             grants=tuple(self.grants),
-            turn_events=tuple(
-                event
-                for raw in self.events[self.turn_events_start :]
-                if (event := ToolFinished(raw).tool_event()) is not None
-            ),
         )
+
+    def turn_events(self) -> list[ToolEvent]:
+        """The tool events journaled since the last user turn began (unreadable ones left
+        out); read only when asked (a resumed turn), not with every :meth:`state`."""
+        found = (ToolFinished(raw).tool_event() for raw in self.events[self.turn_events_start :])
+        return [event for event in found if event is not None]
 
 
 #: how much of a task a session's title keeps (``rune sessions`` shows it in one line)

@@ -35,7 +35,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from rune.errors import SessionError, SessionLocked, SessionNotFound
-from rune.messages import Message
+from rune.messages import Message, ToolEvent
 from rune.paths import data_dir
 from rune.sessions import journal
 from rune.sessions.journal import JournalWriter, Record, read_journal
@@ -213,6 +213,11 @@ class Session:
     def state(self) -> SessionState:
         """Where the session stands (:func:`rune.sessions.fold.fold` of its records)."""
         return self._folding.state()
+
+    @property
+    def turn_events(self) -> list[ToolEvent]:
+        """The tool events of the last user turn so far (``Folding.turn_events``)."""
+        return self._folding.turn_events()
 
     @property
     def meta(self) -> Mapping[str, Any]:
