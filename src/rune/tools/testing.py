@@ -34,6 +34,7 @@ from rune.tools.fs import read_project_source
 from rune.tools.locate import is_skipped, project_files
 from rune.tools.sandbox import SandboxPolicy
 from rune.tools.spec import AutoCheck, ToolSpec, Trial
+from rune.tools.test_style import runs_with_unittest
 
 #: seconds one test run may take
 TEST_TIMEOUT = 60
@@ -65,13 +66,19 @@ _TESTS_ARE_RIGHT = re.compile(
     re.IGNORECASE,
 )
 
-# pytest when the interpreter has it, else unittest (which runs unittest-style tests only).
+# pytest when the interpreter has it, else unittest (which runs unittest-style tests only);
+# unittest first when Rune found the tests written for it (``--unittest``,
+# :mod:`rune.tools.test_style`), and pytest after all if unittest ran none of them.
 _BOOTSTRAP = """\
 import sys
 targets = sys.argv[1:]
+prefer_unittest = targets[:1] == ["--unittest"]
+targets = targets[1:] if prefer_unittest else targets
 try:
     import pytest
 except ImportError:
+    pytest = None
+if pytest is None or prefer_unittest:
     import unittest
     names = []
     for target in targets:
@@ -80,11 +87,12 @@ except ImportError:
         names.append(".".join([module, *filter(None, rest.split("::"))]))
     argv = ["unittest", *names] if names else ["unittest", "discover"]
     program = unittest.main(module=None, argv=argv, exit=False, verbosity=1)
-    if program.result.testsRun == 0:
+    if program.result.testsRun:
+        sys.exit(0 if program.result.wasSuccessful() else 1)
+    if pytest is None:
         print(f"no test ran: pytest is not installed for {sys.executable}, and unittest found "
               "no unittest-style test; install pytest in the project's .venv")
         sys.exit(5)
-    sys.exit(0 if program.result.wasSuccessful() else 1)
 options = ["-q", "--tb=native", "-p", "no:cacheprovider", "--color=no", "-rfE"]
 sys.exit(pytest.main([*options, *targets]))
 """
@@ -257,8 +265,23 @@ def _run(ctx: ToolContext, targets: Sequence[str], over: Sequence[tuple[Path, Pa
 
 
 def _run_once(ctx: ToolContext, targets: Sequence[str], over: Sequence[tuple[Path, Path]]) -> Trial:
-    outcome = run_read_only(ctx, ["-c", _BOOTSTRAP, *targets], over=over, timeout=TEST_TIMEOUT)
+    argv = ["-c", _BOOTSTRAP, *_runner(ctx, targets), *targets]
+    outcome = run_read_only(ctx, argv, over=over, timeout=TEST_TIMEOUT)
     return verdict(outcome, ctx.workspace)
+
+
+def _runner(ctx: ToolContext, targets: Sequence[str]) -> list[str]:
+    """The bootstrap's runner options for ``targets``: unittest first when the tests they name
+    (all of the workspace's when none) are written for it, and unittest given the test files
+    by name (its discovery skips directories that are not packages)."""
+    named = (
+        list(dict.fromkeys(target.partition("::")[0] for target in targets))
+        if targets
+        else find_test_files(ctx.workspace, ctx.policy)
+    )
+    if not runs_with_unittest(ctx.workspace, named):
+        return []
+    return ["--unittest"] if targets else ["--unittest", *named]
 
 
 def _files_of(targets: Sequence[str]) -> list[str]:

@@ -1,0 +1,116 @@
+"""Which runner a project's tests run under: unittest for a project written for it, even where
+the interpreter has pytest; pytest for everything else (rune.tools.test_style)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests.test_test_driven import FIXED, TEST_CALC, calc_project, executor, needs_bwrap
+
+from rune.errors import ToolError
+from rune.tools.test_style import module_name, runs_with_unittest
+
+#: a pytest the workspace's interpreter imports: it says so, and counts a made-up result
+FAKE_PYTEST = """\
+def main(args):
+    print("PYTEST RAN", *args)
+    print("7 passed in 0.01s")
+    return 0
+"""
+TESTS = ["tests/test_calc.py"]
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    return calc_project(tmp_path / "ws")
+
+
+def test_testcase_files_with_no_pytest_config_are_for_unittest(ws: Path) -> None:
+    assert runs_with_unittest(ws, TESTS)
+    (ws / "tests" / "test_more.py").write_text(
+        "from unittest import TestCase\n\nclass T(TestCase):\n    def test_x(self):\n        pass\n"
+    )
+    assert runs_with_unittest(ws, [*TESTS, "tests/test_more.py"])
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("pytest.ini", ""),
+        (".pytest.ini", "[pytest]\n"),
+        ("pyproject.toml", "[tool.pytest.ini_options]\naddopts = '-q'\n"),
+        ("tox.ini", "[tox]\n\n[pytest]\nmarkers = slow\n"),
+        ("setup.cfg", "[tool:pytest]\ntestpaths = tests\n"),
+        ("conftest.py", ""),
+        ("tests/conftest.py", "import pytest\n"),
+    ],
+)
+def test_a_project_that_configures_pytest_runs_under_it(ws: Path, name: str, content: str) -> None:
+    (ws / name).write_text(content)
+    assert not runs_with_unittest(ws, TESTS)
+
+
+def test_a_config_that_says_nothing_of_pytest_leaves_unittest(ws: Path) -> None:
+    (ws / "pyproject.toml").write_text("[project]\nname = 'calc'\n")
+    (ws / "tox.ini").write_text("[testenv]\ncommands = python -m unittest\n")
+    assert runs_with_unittest(ws, TESTS)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        TEST_CALC + "\nimport pytest\n",
+        TEST_CALC + "\nfrom _pytest.monkeypatch import MonkeyPatch\n",
+        TEST_CALC + "\ndef test_plain():\n    assert True\n",
+        "def test_plain():\n    assert True\n",
+        "class TestPlain:\n    def test_x(self):\n        assert True\n",
+        "def broken(:\n",
+    ],
+)
+def test_a_file_that_uses_pytest_or_cannot_be_read_runs_under_pytest(
+    ws: Path, content: str
+) -> None:
+    (ws / "tests" / "test_calc.py").write_text(content)
+    assert not runs_with_unittest(ws, TESTS)
+
+
+def test_what_unittest_cannot_import_by_name_runs_under_pytest(ws: Path, tmp_path: Path) -> None:
+    assert module_name("tests/test_calc.py") == "tests.test_calc"
+    assert module_name("my-tests/test_calc.py") is None
+    assert module_name("tests/") is None
+    (ws / "my-tests").mkdir()
+    (ws / "my-tests" / "test_calc.py").write_text(TEST_CALC)
+    assert not runs_with_unittest(ws, ["my-tests/test_calc.py"])
+    # a link out of the workspace is not read on the host: unsure, so pytest
+    outside = tmp_path / "elsewhere.py"
+    outside.write_text(TEST_CALC)
+    (ws / "tests" / "test_link.py").symlink_to(outside)
+    assert not runs_with_unittest(ws, ["tests/test_link.py"])
+    assert not runs_with_unittest(ws, [])
+
+
+@needs_bwrap
+def test_unittest_runs_a_unittest_project_where_pytest_is_installed(ws: Path) -> None:
+    (ws / "pytest.py").write_text(FAKE_PYTEST)
+    tools = executor(ws)
+    with pytest.raises(ToolError) as caught:
+        tools.run("run_tests", {"tests": "tests/test_calc.py::TestAdd::test_add"})
+    assert "Ran 1 test in" in str(caught.value) and "FAILED test_add" in str(caught.value)
+    (ws / "calc" / "ops.py").write_text(FIXED)
+    out = tools.run("run_tests", {})
+    assert "Ran 2 tests in" in out and "PYTEST RAN" not in out, out
+    # the same files in a project that configures pytest go to pytest
+    (ws / "pytest.ini").write_text("[pytest]\n")
+    out = tools.run("run_tests", {})
+    assert out == "the tests pass: 7 passed in 0.01s", out
+
+
+@needs_bwrap
+def test_pytest_runs_what_unittest_finds_no_test_in(ws: Path) -> None:
+    (ws / "pytest.py").write_text(FAKE_PYTEST)
+    (ws / "tests" / "test_calc.py").write_text(
+        "import unittest\n\nclass TestNothingYet(unittest.TestCase):\n    pass\n"
+    )
+    assert runs_with_unittest(ws, TESTS)
+    assert executor(ws).run("run_tests", {}) == "the tests pass: 7 passed in 0.01s"
