@@ -13,6 +13,7 @@ directory. The last section attacks the new layout itself.
 
 from __future__ import annotations
 
+import ast
 import os
 import platform
 import random
@@ -482,14 +483,47 @@ def test_an_environments_index_configuration_is_masked(
     assert str(venv) in out and SECRET not in out and "[exit code 0]" in out, out
 
 
-def test_the_secrets_of_etc_read_empty(home: Path) -> None:
+def test_the_secrets_of_etc_read_empty_to_a_command_and_are_not_there_for_a_check(
+    home: Path,
+) -> None:
     from rune.tools.containment import SYSTEM_SECRETS
 
     present = [p for p in SYSTEM_SECRETS if os.path.isfile(p)]
     if not present:
         pytest.skip("none of the /etc secret files exists on this machine")
-    out = check(home, READ.format(paths=present))
+    out = command(home, f"{sys.executable} -c {shlex.quote(READ.format(paths=present))}")
     assert all(f"{p} PermissionError" in out for p in present), out
+    out = check(home, READ.format(paths=present))
+    for path in present:
+        hidden = "FileNotFoundError" if path.startswith("/etc/") else "PermissionError"
+        assert f"{path} {hidden}" in out, out
+
+
+def test_a_check_sees_only_what_programs_need_of_etc(home: Path) -> None:
+    """Deny by default in /etc too: a check (which nobody approved) sees the dynamic linker's
+    cache, the time zone, certificates and the like; not the accounts, the host's name, its
+    machine id or any configuration a name list of secrets would have to know about. An
+    approved command sees the rest of /etc as before."""
+    from rune.tools.containment import CHECK_ETC
+
+    private = [
+        p
+        for p in ("/etc/passwd", "/etc/group", "/etc/hostname", "/etc/machine-id", "/etc/fstab")
+        if os.path.isfile(p)
+    ]
+    if not private:
+        pytest.skip("none of the private /etc files exists on this machine")
+    listed = "import os\nprint(sorted(os.listdir('/etc')))\n" + READ.format(paths=private)
+    out = check(home, listed)
+    assert all(f"{p} FileNotFoundError" in out for p in private), out
+    seen = ast.literal_eval(out.splitlines()[0])
+    allowed = {Path(p).parts[0] for p in CHECK_ETC}
+    assert seen and all(any(Path(name).match(pattern) for pattern in allowed) for name in seen), (
+        seen
+    )
+    assert "ld.so.cache" in seen or not os.path.exists("/etc/ld.so.cache"), seen
+    out = command(home, f"{sys.executable} -c {shlex.quote(READ.format(paths=private))}")
+    assert all(f"{p} FileNotFoundError" not in out for p in private), out
 
 
 def test_a_check_cannot_raise_its_own_limits(home: Path) -> None:
@@ -590,4 +624,6 @@ def test_a_check_run_as_root_reads_nothing_of_etc_only_root_may(home: Path) -> N
         pytest.skip("no non-empty file of /etc here is readable by root alone")
     out = check(home, READ.format(paths=present))
     for path in present:
-        assert f"{path} PermissionError" in out or f"{path} \n" in out, out
+        # masked (empty, unreadable) where a check sees its directory, else not there at all
+        hidden = ("PermissionError", "FileNotFoundError", "\n")
+        assert any(f"{path} {how}" in out for how in hidden), out

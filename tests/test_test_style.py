@@ -114,3 +114,32 @@ def test_pytest_runs_what_unittest_finds_no_test_in(ws: Path) -> None:
     )
     assert runs_with_unittest(ws, TESTS)
     assert executor(ws).run("run_tests", {}) == "the tests pass: 7 passed in 0.01s"
+
+
+def test_a_unittest_failure_under_a_docstring_shows_its_traceback(ws: Path) -> None:
+    """unittest prints a test's docstring between its header and the traceback; the digest
+    read that line as the whole failure and showed no frame and no source."""
+    import subprocess
+    import sys
+
+    from rune.tools.commands import Outcome
+    from rune.tools.testing import verdict
+
+    (ws / "calc" / "ops.py").write_text("def add(a, b):\n    return a - b\n")
+    test = TEST_CALC.replace(
+        "    def test_add(self):\n",
+        '    def test_add(self):\n        """Ensure a proper sum."""\n',
+    )
+    (ws / "tests" / "test_calc.py").write_text(test)
+    done = subprocess.run(
+        [sys.executable, "-m", "unittest", "tests.test_calc"],
+        cwd=ws,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert "Ensure a proper sum." in done.stderr.decode(), done.stderr
+    output = done.stdout + done.stderr
+    report = verdict(Outcome(done.returncode, False, output, b"", len(output)), ws).report
+    assert "TestAdd.test_add)\n  AssertionError: -1 != 5\nTraceback in the project:" in report
+    assert "calc/ops.py:\n    1  def add(a, b):\n    2      return a - b" in report, report

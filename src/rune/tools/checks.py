@@ -37,7 +37,7 @@ from rune.tools.commands import (
     run_contained,
     seccomp_works,
 )
-from rune.tools.containment import SCAN_DIRS, contained_environment, plan_mounts
+from rune.tools.containment import CHECK_ETC, SCAN_DIRS, contained_environment, plan_mounts
 from rune.tools.interpreter import project_python
 from rune.tools.run_limits import CHECK
 from rune.tools.runtime_dirs import runtime_dirs
@@ -255,7 +255,8 @@ def run_read_only(
     read_only = dataclasses.replace(ctx.policy, write_roots=())
     python = project_python(os.environ, ctx.workspace)
     home = ctx.policy.home or Path.home()
-    plan = plan_mounts(read_only, ctx.workspace, needs=runtime_dirs(Path(python), home))
+    needs = runtime_dirs(Path(python), home)
+    plan = plan_mounts(read_only, ctx.workspace, needs=needs, etc=CHECK_ETC)
     if not plan.complete:
         # Credential stores below where the scan stopped would be readable: fail closed.
         raise ToolError(

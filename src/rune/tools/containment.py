@@ -5,7 +5,8 @@ mount namespace in this order (it applies its options in sequence):
 
 1. the system directories read-only (:data:`SYSTEM_DIRS`: ``/usr``, ``/bin``, ``/lib*``,
    ``/etc``, ``/opt``; a merged-/usr symlink stays a symlink), a fresh ``/dev`` and ``/proc``
-   (its ``/proc/sys`` read-only: :data:`PROC_READ_ONLY`),
+   (its ``/proc/sys`` read-only: :data:`PROC_READ_ONLY`); for a check, which nobody approved,
+   ``/etc`` is empty but for :data:`CHECK_ETC`,
    new PID, IPC and network namespaces (no network, not even the host's loopback);
 2. a private ``/tmp`` (a tmpfs of :data:`TMP_SIZE`, also the ``TMPDIR``; ``/var/tmp`` points
    there), a capped ``/dev/shm``, and a private, empty home directory (a tmpfs of
@@ -103,6 +104,37 @@ TOP_GIT_REMOVED_IF_CREATED = (
     "objects/info/http-alternates",
 )
 
+#: all a check (a run nobody approved) sees of /etc: what Python, the dynamic linker and a
+#: project's tests read there, none of it private. The rest of /etc (the accounts in
+#: ``passwd``, the host's name, ``machine-id``, network and service configuration, and the
+#: secrets a name list would have to know) does not exist for it. An approved command sees
+#: all of /etc but :data:`SYSTEM_SECRETS`. Patterns as :meth:`pathlib.Path.glob` takes them.
+CHECK_ETC = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "timezone",
+    "alternatives",
+    "python*",
+    "hosts",
+    "host.conf",
+    "nsswitch.conf",
+    "gai.conf",
+    "protocols",
+    "services",
+    "mime.types",
+    "os-release",
+    "ssl",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "pki/tls/certs",
+    "pki/tls/openssl.cnf",
+    "pki/ca-trust",
+    "crypto-policies",
+    "fonts",
+    "terminfo",
+)
 #: what of /etc holds secrets (password hashes, private keys, cluster and VPN credentials,
 #: package indexes with tokens, variables set for every login); no program a run starts needs it
 SYSTEM_SECRETS = (
@@ -368,6 +400,28 @@ def _seal(path: Path) -> list[str]:
     return ["--remount-ro", str(path)] if _is_dir(path) else []
 
 
+def _etc_entries(patterns: Sequence[str]) -> list[Path]:
+    """The entries of /etc that ``patterns`` name and that exist, each once."""
+    found: dict[Path, None] = {}
+    for pattern in patterns:
+        with contextlib.suppress(OSError, ValueError):
+            found.update(dict.fromkeys(sorted(Path("/etc").glob(pattern))))
+    return list(found)
+
+
+def _etc_mounts(entries: Sequence[Path]) -> list[str]:
+    """Options that put ``entries`` back into an empty /etc: a symlink as a symlink (most point
+    into /usr, ``/etc/localtime`` for one), anything else bound read-only."""
+    mounts: list[str] = []
+    for entry in entries:
+        with contextlib.suppress(OSError):
+            if os.path.islink(entry):
+                mounts += ["--symlink", os.readlink(entry), str(entry)]
+            else:
+                mounts += ["--ro-bind", str(entry), str(entry)]
+    return mounts
+
+
 def _system_mounts() -> list[str]:
     """The system directories, read-only; a symlink (merged /usr) stays a symlink."""
     mounts: list[str] = []
@@ -398,9 +452,16 @@ def base_mounts() -> list[str]:
     return mounts
 
 
-def plan_mounts(policy: SandboxPolicy, workspace: Path, *, needs: Sequence[Path] = ()) -> Plan:
+def plan_mounts(
+    policy: SandboxPolicy,
+    workspace: Path,
+    *,
+    needs: Sequence[Path] = (),
+    etc: Sequence[str] | None = None,
+) -> Plan:
     """The bwrap options after :func:`base_mounts` (see the module docstring) for a run in
-    ``workspace`` whose programs need ``needs`` (bound read-only)."""
+    ``workspace`` whose programs need ``needs`` (bound read-only); ``etc``: the only entries
+    of ``/etc`` it sees (:data:`CHECK_ETC`), None for all of them."""
     home = policy.home or Path(os.path.expanduser("~"))
     mounts = ["--size", str(SHM_SIZE), "--tmpfs", "/dev/shm"]
     mounts += [
@@ -415,6 +476,11 @@ def plan_mounts(policy: SandboxPolicy, workspace: Path, *, needs: Sequence[Path]
     if home != Path("/"):
         mounts += ["--size", str(HOME_SIZE), "--tmpfs", str(home)]
     system = [Path(d) for d in SYSTEM_DIRS]
+    if etc is not None:
+        system.remove(Path("/etc"))
+        kept = _etc_entries(etc)
+        mounts += ["--tmpfs", "/etc", *_etc_mounts(kept)]
+        system += [entry for entry in kept if not os.path.islink(entry)]
     bound: dict[Path, None] = dict.fromkeys(system)
     reads: list[Path] = []
     for path in [*needs, *policy.contained_reads, *policy.allow_credentials]:
@@ -481,6 +547,8 @@ def plan_mounts(policy: SandboxPolicy, workspace: Path, *, needs: Sequence[Path]
             mounts += ["--ro-bind", str(real), str(real)]
     for path in masks:
         mounts += _seal(path)
+    if etc is not None:
+        mounts += ["--remount-ro", "/etc"]
     mounts += ["--remount-ro", "/dev"]
     before = _identities([*scan.protected, *scan.secrets])
     return Plan(mounts, before, watch_git, scan.complete, dropped, home, reads)

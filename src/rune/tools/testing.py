@@ -408,10 +408,13 @@ def _cut(text: str) -> str:
 
 
 def _failures(report: str) -> list[_Failure]:
-    """Each failing test's block of a pytest ``--tb=native`` or unittest report."""
+    """Each failing test's block of a pytest ``--tb=native`` or unittest report. unittest puts
+    the first line of a test's docstring under its header, and a rule of dashes between them
+    and the traceback: what stands before that rule is not the failure."""
     failures: list[_Failure] = []
     title: str | None = None
     block: list[str] = []
+    described = False  # a unittest header whose rule of dashes has not come yet
 
     def close() -> None:
         if title is not None:
@@ -422,6 +425,9 @@ def _failures(report: str) -> list[_Failure]:
         if header:
             close()
             title, block = header.group(1), []
+            described = _UNITTEST_HEADER.match(line) is not None
+        elif described:
+            described = not line.startswith("----")
         elif title is not None and (line.startswith("=====") or line.startswith("----")):
             if block:
                 close()
