@@ -15,6 +15,7 @@ pytest is the runner that sees every style.
 from __future__ import annotations
 
 import ast
+import hashlib
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
@@ -22,6 +23,9 @@ from rune.tools.fs import read_project_source
 
 #: test files read to decide (a project with more is run by pytest, which sees every style)
 MAX_CHECKED_FILES = 50
+#: test files' verdicts kept between runs
+MAX_KEPT_VERDICTS = 256
+_VERDICTS: dict[bytes, bool] = {}
 #: files where a project configures pytest, and the section that says so (None: any content)
 _PYTEST_CONFIGS: tuple[tuple[str, str | None], ...] = (
     ("pytest.ini", None),
@@ -78,6 +82,17 @@ def _is_unittest_file(workspace: Path, test_file: str) -> bool:
     text = read_project_source(workspace / test_file, workspace)
     if text is None:
         return False
+    # Decided before every test run, and a module of 200 KB takes 0.1 s to parse: the
+    # verdicts are kept by the content's digest (not the content: 512 KiB a file).
+    key = hashlib.blake2b(text.encode(), digest_size=16).digest()
+    if key not in _VERDICTS:
+        if len(_VERDICTS) >= MAX_KEPT_VERDICTS:
+            _VERDICTS.clear()
+        _VERDICTS[key] = _is_unittest_source(text)
+    return _VERDICTS[key]
+
+
+def _is_unittest_source(text: str) -> bool:
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError):
