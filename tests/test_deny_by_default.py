@@ -499,11 +499,12 @@ def test_the_secrets_of_etc_read_empty_to_a_command_and_are_not_there_for_a_chec
         assert f"{path} {hidden}" in out, out
 
 
-def test_a_check_sees_only_what_programs_need_of_etc(home: Path) -> None:
+def test_a_check_sees_only_what_programs_need_of_etc_and_nothing_of_opt(home: Path) -> None:
     """Deny by default in /etc too: a check (which nobody approved) sees the dynamic linker's
     cache, the time zone, certificates and the like; not the accounts, the host's name, its
-    machine id or any configuration a name list of secrets would have to know about. An
-    approved command sees the rest of /etc as before."""
+    machine id or any configuration a name list of secrets would have to know about; and
+    nothing of /opt, where software and its configuration lie that its interpreter does not
+    need. An approved command sees the rest of /etc and /opt as before."""
     from rune.tools.containment import CHECK_ETC
 
     private = [
@@ -524,6 +525,10 @@ def test_a_check_sees_only_what_programs_need_of_etc(home: Path) -> None:
     assert "ld.so.cache" in seen or not os.path.exists("/etc/ld.so.cache"), seen
     out = command(home, f"{sys.executable} -c {shlex.quote(READ.format(paths=private))}")
     assert all(f"{p} FileNotFoundError" not in out for p in private), out
+    if os.path.isdir("/opt") and not os.path.islink("/opt") and os.listdir("/opt"):
+        listed = "import os\nprint(os.listdir('/opt'))\nassert 1"
+        assert check(home, listed).startswith("[]\n"), check(home, listed)
+        assert sorted(os.listdir("/opt"))[0] in command(home, "ls /opt")
 
 
 def test_a_check_cannot_raise_its_own_limits(home: Path) -> None:

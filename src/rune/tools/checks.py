@@ -37,7 +37,7 @@ from rune.tools.commands import (
     run_contained,
     seccomp_works,
 )
-from rune.tools.containment import CHECK_ETC, SCAN_DIRS, contained_environment, plan_mounts
+from rune.tools.containment import SCAN_DIRS, contained_environment, plan_mounts
 from rune.tools.interpreter import project_python
 from rune.tools.run_limits import CHECK
 from rune.tools.runtime_dirs import runtime_dirs
@@ -256,7 +256,7 @@ def run_read_only(
     python = project_python(os.environ, ctx.workspace)
     home = ctx.policy.home or Path.home()
     needs = runtime_dirs(Path(python), home)
-    plan = plan_mounts(read_only, ctx.workspace, needs=needs, etc=CHECK_ETC)
+    plan = plan_mounts(read_only, ctx.workspace, needs=needs, without_approval=True)
     if not plan.complete:
         # Credential stores below where the scan stopped would be readable: fail closed.
         raise ToolError(

@@ -6,7 +6,7 @@ mount namespace in this order (it applies its options in sequence):
 1. the system directories read-only (:data:`SYSTEM_DIRS`: ``/usr``, ``/bin``, ``/lib*``,
    ``/etc``, ``/opt``; a merged-/usr symlink stays a symlink), a fresh ``/dev`` and ``/proc``
    (its ``/proc/sys`` read-only: :data:`PROC_READ_ONLY`); for a check, which nobody approved,
-   ``/etc`` is empty but for :data:`CHECK_ETC`,
+   ``/etc`` holds only :data:`CHECK_ETC` and ``/opt`` nothing (:data:`CHECK_EMPTIED`),
    new PID, IPC and network namespaces (no network, not even the host's loopback);
 2. a private ``/tmp`` (a tmpfs of :data:`TMP_SIZE`, also the ``TMPDIR``; ``/var/tmp`` points
    there), a capped ``/dev/shm``, and a private, empty home directory (a tmpfs of
@@ -104,7 +104,10 @@ TOP_GIT_REMOVED_IF_CREATED = (
     "objects/info/http-alternates",
 )
 
-#: all a check (a run nobody approved) sees of /etc: what Python, the dynamic linker and a
+#: system directories a check (a run nobody approved) sees empty, but for what it needs: an
+#: interpreter's installation in /opt (runtime_dirs), and :data:`CHECK_ETC`
+CHECK_EMPTIED = ("/etc", "/opt")
+#: all a check sees of /etc: what Python, the dynamic linker and a
 #: project's tests read there, none of it private. The rest of /etc (the accounts in
 #: ``passwd``, the host's name, ``machine-id``, network and service configuration, and the
 #: secrets a name list would have to know) does not exist for it. An approved command sees
@@ -400,6 +403,11 @@ def _seal(path: Path) -> list[str]:
     return ["--remount-ro", str(path)] if _is_dir(path) else []
 
 
+def _emptied() -> list[str]:
+    """Of :data:`CHECK_EMPTIED`, what :func:`_system_mounts` bound (a directory, not a link)."""
+    return [top for top in CHECK_EMPTIED if os.path.isdir(top) and not os.path.islink(top)]
+
+
 def _etc_entries(patterns: Sequence[str]) -> list[Path]:
     """The entries of /etc that ``patterns`` name and that exist, each once."""
     found: dict[Path, None] = {}
@@ -457,11 +465,12 @@ def plan_mounts(
     workspace: Path,
     *,
     needs: Sequence[Path] = (),
-    etc: Sequence[str] | None = None,
+    without_approval: bool = False,
 ) -> Plan:
     """The bwrap options after :func:`base_mounts` (see the module docstring) for a run in
-    ``workspace`` whose programs need ``needs`` (bound read-only); ``etc``: the only entries
-    of ``/etc`` it sees (:data:`CHECK_ETC`), None for all of them."""
+    ``workspace`` whose programs need ``needs`` (bound read-only). A run ``without_approval``
+    (a check) sees only what programs need of the system: of /etc :data:`CHECK_ETC`, of /opt
+    nothing (an interpreter there is among ``needs``)."""
     home = policy.home or Path(os.path.expanduser("~"))
     mounts = ["--size", str(SHM_SIZE), "--tmpfs", "/dev/shm"]
     mounts += [
@@ -476,10 +485,11 @@ def plan_mounts(
     if home != Path("/"):
         mounts += ["--size", str(HOME_SIZE), "--tmpfs", str(home)]
     system = [Path(d) for d in SYSTEM_DIRS]
-    if etc is not None:
-        system.remove(Path("/etc"))
-        kept = _etc_entries(etc)
-        mounts += ["--tmpfs", "/etc", *_etc_mounts(kept)]
+    if without_approval:
+        system = [path for path in system if str(path) not in CHECK_EMPTIED]
+        kept = _etc_entries(CHECK_ETC)
+        mounts += [arg for top in _emptied() for arg in ("--tmpfs", top)]
+        mounts += _etc_mounts(kept)
         system += [entry for entry in kept if not os.path.islink(entry)]
     bound: dict[Path, None] = dict.fromkeys(system)
     reads: list[Path] = []
@@ -547,8 +557,8 @@ def plan_mounts(
             mounts += ["--ro-bind", str(real), str(real)]
     for path in masks:
         mounts += _seal(path)
-    if etc is not None:
-        mounts += ["--remount-ro", "/etc"]
+    if without_approval:
+        mounts += [arg for top in _emptied() for arg in ("--remount-ro", top)]
     mounts += ["--remount-ro", "/dev"]
     before = _identities([*scan.protected, *scan.secrets])
     return Plan(mounts, before, watch_git, scan.complete, dropped, home, reads)
