@@ -499,36 +499,56 @@ def test_the_secrets_of_etc_read_empty_to_a_command_and_are_not_there_for_a_chec
         assert f"{path} {hidden}" in out, out
 
 
-def test_a_check_sees_only_what_programs_need_of_etc_and_nothing_of_opt(home: Path) -> None:
+def test_a_check_sees_only_what_programs_need_of_etc(home: Path) -> None:
     """Deny by default in /etc too: a check (which nobody approved) sees the dynamic linker's
-    cache, the time zone, certificates and the like; not the accounts, the host's name, its
-    machine id or any configuration a name list of secrets would have to know about; and
-    nothing of /opt, where software and its configuration lie that its interpreter does not
-    need. An approved command sees the rest of /etc and /opt as before."""
-    from rune.tools.containment import CHECK_ETC
+    cache, the time zone, certificates and the like; not the host's accounts, its name, its
+    machine id or any configuration a name list of secrets would have to know about. Its
+    passwd, group and hosts are made for it: the user it runs as resolves, localhost too. An
+    approved command sees the rest of /etc as before."""
+    from rune.tools.check_etc import CHECK_ETC
 
-    private = [
-        p
-        for p in ("/etc/passwd", "/etc/group", "/etc/hostname", "/etc/machine-id", "/etc/fstab")
-        if os.path.isfile(p)
-    ]
-    if not private:
-        pytest.skip("none of the private /etc files exists on this machine")
-    listed = "import os\nprint(sorted(os.listdir('/etc')))\n" + READ.format(paths=private)
-    out = check(home, listed)
-    assert all(f"{p} FileNotFoundError" in out for p in private), out
-    seen = ast.literal_eval(out.splitlines()[0])
-    allowed = {Path(p).parts[0] for p in CHECK_ETC}
-    assert seen and all(any(Path(name).match(pattern) for pattern in allowed) for name in seen), (
-        seen
+    private = [p for p in ("/etc/hostname", "/etc/machine-id", "/etc/fstab") if os.path.isfile(p)]
+    probe = (
+        "import os, pwd, grp, socket\n"
+        "print(sorted(os.listdir('/etc')))\n"
+        "print(pwd.getpwuid(os.getuid()).pw_dir, grp.getgrgid(os.getgid()).gr_gid)\n"
+        "print(len(pwd.getpwall()), socket.gethostbyname('localhost'))\n"
+        + READ.format(paths=private)
     )
+    out = check(home, probe)
+    lines = out.splitlines()
+    seen = ast.literal_eval(lines[0])
+    made = {"passwd", "group", "hosts"}
+    assert made <= set(seen), seen
+    assert all(
+        name in made or any(Path(name).match(p.split("/")[0]) for p in CHECK_ETC) for name in seen
+    ), seen
     assert "ld.so.cache" in seen or not os.path.exists("/etc/ld.so.cache"), seen
-    out = command(home, f"{sys.executable} -c {shlex.quote(READ.format(paths=private))}")
-    assert all(f"{p} FileNotFoundError" not in out for p in private), out
-    if os.path.isdir("/opt") and not os.path.islink("/opt") and os.listdir("/opt"):
-        listed = "import os\nprint(os.listdir('/opt'))\nassert 1"
-        assert check(home, listed).startswith("[]\n"), check(home, listed)
-        assert sorted(os.listdir("/opt"))[0] in command(home, "ls /opt")
+    assert lines[1] == f"{home} {os.getgid()}", out
+    accounts = 2 if os.getuid() == 0 else 3
+    assert lines[2] == f"{accounts} 127.0.0.1", out
+    assert all(f"{p} FileNotFoundError" in out for p in private), out
+    if private:
+        out = command(home, f"{sys.executable} -c {shlex.quote(READ.format(paths=private))}")
+        assert all(f"{p} FileNotFoundError" not in out for p in private), out
+
+
+def test_what_a_check_keeps_of_etc_is_chosen_by_exact_patterns(tmp_path: Path) -> None:
+    """``python*`` also matched python-gitlab's system-wide config (a private token); a kept
+    link that leads out of the system directories (NixOS: /etc/static/...) is bound as what
+    it points to, or the check would see a broken link."""
+    from rune.tools.check_etc import CHECK_ETC, _points_into_system
+
+    def kept(name: str) -> bool:
+        return any(Path(name).match(pattern) for pattern in CHECK_ETC)
+
+    assert kept("python3") and kept("python3.11") and kept("ld.so.cache")
+    assert not kept("python-gitlab.cfg") and not kept("python2.7") and not kept("passwd")
+    into_usr = tmp_path / "localtime"
+    into_usr.symlink_to("/usr/share/zoneinfo/UTC")
+    elsewhere = tmp_path / "hosts"
+    elsewhere.symlink_to(tmp_path / "static-hosts")
+    assert _points_into_system(into_usr) and not _points_into_system(elsewhere)
 
 
 def test_a_check_cannot_raise_its_own_limits(home: Path) -> None:

@@ -75,11 +75,23 @@ def test_a_file_that_uses_pytest_or_cannot_be_read_runs_under_pytest(
     assert not runs_with_unittest(ws, TESTS)
 
 
-def test_what_unittest_cannot_import_by_name_runs_under_pytest(ws: Path, tmp_path: Path) -> None:
-    assert module_name("tests/test_calc.py") == "tests.test_calc"
-    assert module_name("my-tests/test_calc.py") is None
-    assert module_name("tests/") is None
+def test_what_unittest_would_import_otherwise_than_pytest_runs_under_pytest(
+    ws: Path, tmp_path: Path
+) -> None:
+    """unittest imports a test file by module name from the workspace: a directory without
+    ``__init__.py`` is a namespace package, which an installed package of the same name
+    (a sdist's stray ``tests``, the standard library's ``test``) wins over; pytest would put
+    the directory itself on the path. A path not in its plain form is not a module name."""
+    assert module_name(ws, "tests/test_calc.py") == "tests.test_calc"
+    assert module_name(ws, "./tests/test_calc.py") is None
+    assert module_name(ws, "tests//test_calc.py") is None
+    assert module_name(ws, "tests/") is None
+    (ws / "test").mkdir()
+    (ws / "test" / "test_json.py").write_text(TEST_CALC)
+    assert module_name(ws, "test/test_json.py") is None
+    assert not runs_with_unittest(ws, ["test/test_json.py"])
     (ws / "my-tests").mkdir()
+    (ws / "my-tests" / "__init__.py").write_text("")
     (ws / "my-tests" / "test_calc.py").write_text(TEST_CALC)
     assert not runs_with_unittest(ws, ["my-tests/test_calc.py"])
     # a link out of the workspace is not read on the host: unsure, so pytest
@@ -88,6 +100,35 @@ def test_what_unittest_cannot_import_by_name_runs_under_pytest(ws: Path, tmp_pat
     (ws / "tests" / "test_link.py").symlink_to(outside)
     assert not runs_with_unittest(ws, ["tests/test_link.py"])
     assert not runs_with_unittest(ws, [])
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        # a class pytest collects and unittest never runs
+        TEST_CALC + "\nclass TestPlain:\n    def test_x(self):\n        assert False\n",
+        # a base named like a test case that is not one (from elsewhere)
+        "from helpers import BaseTestCase\n\nclass TestX(BaseTestCase):\n    pass\n",
+        # nested past the parser's stack: MemoryError, not a crash of the run
+        "x = " + "-" * 100_000 + "1\n",
+    ],
+)
+def test_what_unittest_would_not_run_whole_runs_under_pytest(ws: Path, content: str) -> None:
+    (ws / "tests" / "test_calc.py").write_text(content)
+    assert not runs_with_unittest(ws, TESTS)
+
+
+def test_a_test_case_through_a_base_of_the_same_file_is_for_unittest(ws: Path) -> None:
+    (ws / "tests" / "test_calc.py").write_text(
+        "import unittest\n\nclass Base(unittest.TestCase):\n    pass\n\n"
+        "class TestAdd(Base):\n    def test_x(self):\n        pass\n"
+    )
+    assert runs_with_unittest(ws, TESTS)
+
+
+def test_pytest_config_beside_the_tests_counts(ws: Path) -> None:
+    (ws / "tests" / "pytest.ini").write_text("[pytest]\n")
+    assert not runs_with_unittest(ws, TESTS)
 
 
 @needs_bwrap
@@ -100,6 +141,12 @@ def test_unittest_runs_a_unittest_project_where_pytest_is_installed(ws: Path) ->
     (ws / "calc" / "ops.py").write_text(FIXED)
     out = tools.run("run_tests", {})
     assert "Ran 2 tests in" in out and "PYTEST RAN" not in out, out
+    # a trial that changes a test file: the choice was read from the files on disk
+    changed = TEST_CALC.replace("self.assertEqual(add(0, 0), 0)", "pass")
+    trial = tools.try_change(
+        "write_file", {"path": "tests/test_calc.py", "content": changed}, "run_tests", {}
+    )
+    assert trial is not None and trial.report == "the tests pass: 7 passed in 0.01s", trial
     # the same files in a project that configures pytest go to pytest
     (ws / "pytest.ini").write_text("[pytest]\n")
     out = tools.run("run_tests", {})

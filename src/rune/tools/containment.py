@@ -6,7 +6,7 @@ mount namespace in this order (it applies its options in sequence):
 1. the system directories read-only (:data:`SYSTEM_DIRS`: ``/usr``, ``/bin``, ``/lib*``,
    ``/etc``, ``/opt``; a merged-/usr symlink stays a symlink), a fresh ``/dev`` and ``/proc``
    (its ``/proc/sys`` read-only: :data:`PROC_READ_ONLY`); for a check, which nobody approved,
-   ``/etc`` holds only :data:`CHECK_ETC` and ``/opt`` nothing (:data:`CHECK_EMPTIED`),
+   ``/etc`` holds only what programs read there (:mod:`rune.tools.check_etc`),
    new PID, IPC and network namespaces (no network, not even the host's loopback);
 2. a private ``/tmp`` (a tmpfs of :data:`TMP_SIZE`, also the ``TMPDIR``; ``/var/tmp`` points
    there), a capped ``/dev/shm``, and a private, empty home directory (a tmpfs of
@@ -54,6 +54,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rune.tools.check_etc import etc_mounts
 from rune.tools.sandbox import SandboxPolicy, within
 
 #: the size of the private /tmp (the TMPDIR)
@@ -104,40 +105,6 @@ TOP_GIT_REMOVED_IF_CREATED = (
     "objects/info/http-alternates",
 )
 
-#: system directories a check (a run nobody approved) sees empty, but for what it needs: an
-#: interpreter's installation in /opt (runtime_dirs), and :data:`CHECK_ETC`
-CHECK_EMPTIED = ("/etc", "/opt")
-#: all a check sees of /etc: what Python, the dynamic linker and a
-#: project's tests read there, none of it private. The rest of /etc (the accounts in
-#: ``passwd``, the host's name, ``machine-id``, network and service configuration, and the
-#: secrets a name list would have to know) does not exist for it. An approved command sees
-#: all of /etc but :data:`SYSTEM_SECRETS`. Patterns as :meth:`pathlib.Path.glob` takes them.
-CHECK_ETC = (
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "localtime",
-    "timezone",
-    "alternatives",
-    "python*",
-    "hosts",
-    "host.conf",
-    "nsswitch.conf",
-    "gai.conf",
-    "protocols",
-    "services",
-    "mime.types",
-    "os-release",
-    "ssl",
-    "ca-certificates",
-    "ca-certificates.conf",
-    "pki/tls/certs",
-    "pki/tls/openssl.cnf",
-    "pki/ca-trust",
-    "crypto-policies",
-    "fonts",
-    "terminfo",
-)
 #: what of /etc holds secrets (password hashes, private keys, cluster and VPN credentials,
 #: package indexes with tokens, variables set for every login); no program a run starts needs it
 SYSTEM_SECRETS = (
@@ -148,6 +115,7 @@ SYSTEM_SECRETS = (
     "/etc/sudoers",
     "/etc/sudoers.d",
     "/etc/ssl/private",
+    "/etc/pki/tls/private",
     "/etc/NetworkManager/system-connections",
     "/etc/wireguard",
     "/etc/openvpn",
@@ -403,33 +371,6 @@ def _seal(path: Path) -> list[str]:
     return ["--remount-ro", str(path)] if _is_dir(path) else []
 
 
-def _emptied() -> list[str]:
-    """Of :data:`CHECK_EMPTIED`, what :func:`_system_mounts` bound (a directory, not a link)."""
-    return [top for top in CHECK_EMPTIED if os.path.isdir(top) and not os.path.islink(top)]
-
-
-def _etc_entries(patterns: Sequence[str]) -> list[Path]:
-    """The entries of /etc that ``patterns`` name and that exist, each once."""
-    found: dict[Path, None] = {}
-    for pattern in patterns:
-        with contextlib.suppress(OSError, ValueError):
-            found.update(dict.fromkeys(sorted(Path("/etc").glob(pattern))))
-    return list(found)
-
-
-def _etc_mounts(entries: Sequence[Path]) -> list[str]:
-    """Options that put ``entries`` back into an empty /etc: a symlink as a symlink (most point
-    into /usr, ``/etc/localtime`` for one), anything else bound read-only."""
-    mounts: list[str] = []
-    for entry in entries:
-        with contextlib.suppress(OSError):
-            if os.path.islink(entry):
-                mounts += ["--symlink", os.readlink(entry), str(entry)]
-            else:
-                mounts += ["--ro-bind", str(entry), str(entry)]
-    return mounts
-
-
 def _system_mounts() -> list[str]:
     """The system directories, read-only; a symlink (merged /usr) stays a symlink."""
     mounts: list[str] = []
@@ -469,8 +410,7 @@ def plan_mounts(
 ) -> Plan:
     """The bwrap options after :func:`base_mounts` (see the module docstring) for a run in
     ``workspace`` whose programs need ``needs`` (bound read-only). A run ``without_approval``
-    (a check) sees only what programs need of the system: of /etc :data:`CHECK_ETC`, of /opt
-    nothing (an interpreter there is among ``needs``)."""
+    (a check) sees only what programs need of /etc (:mod:`rune.tools.check_etc`)."""
     home = policy.home or Path(os.path.expanduser("~"))
     mounts = ["--size", str(SHM_SIZE), "--tmpfs", "/dev/shm"]
     mounts += [
@@ -485,12 +425,12 @@ def plan_mounts(
     if home != Path("/"):
         mounts += ["--size", str(HOME_SIZE), "--tmpfs", str(home)]
     system = [Path(d) for d in SYSTEM_DIRS]
-    if without_approval:
-        system = [path for path in system if str(path) not in CHECK_EMPTIED]
-        kept = _etc_entries(CHECK_ETC)
-        mounts += [arg for top in _emptied() for arg in ("--tmpfs", top)]
-        mounts += _etc_mounts(kept)
-        system += [entry for entry in kept if not os.path.islink(entry)]
+    narrow_etc = without_approval and _is_dir(Path("/etc"))
+    if narrow_etc:
+        system.remove(Path("/etc"))
+        etc, kept = etc_mounts(home)
+        mounts += etc
+        system += kept
     bound: dict[Path, None] = dict.fromkeys(system)
     reads: list[Path] = []
     for path in [*needs, *policy.contained_reads, *policy.allow_credentials]:
@@ -557,8 +497,8 @@ def plan_mounts(
             mounts += ["--ro-bind", str(real), str(real)]
     for path in masks:
         mounts += _seal(path)
-    if without_approval:
-        mounts += [arg for top in _emptied() for arg in ("--remount-ro", top)]
+    if narrow_etc:
+        mounts += ["--remount-ro", "/etc"]
     mounts += ["--remount-ro", "/dev"]
     before = _identities([*scan.protected, *scan.secrets])
     return Plan(mounts, before, watch_git, scan.complete, dropped, home, reads)

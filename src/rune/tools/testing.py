@@ -34,7 +34,7 @@ from rune.tools.fs import read_project_source
 from rune.tools.locate import is_skipped, project_files
 from rune.tools.sandbox import SandboxPolicy
 from rune.tools.spec import AutoCheck, ToolSpec, Trial
-from rune.tools.test_style import runs_with_unittest
+from rune.tools.test_style import PYTEST_CONFIG_NAMES, runs_with_unittest
 
 #: seconds one test run may take
 TEST_TIMEOUT = 60
@@ -68,7 +68,8 @@ _TESTS_ARE_RIGHT = re.compile(
 
 # pytest when the interpreter has it, else unittest (which runs unittest-style tests only);
 # unittest first when Rune found the tests written for it (``--unittest``,
-# :mod:`rune.tools.test_style`), and pytest after all if unittest ran none of them.
+# :mod:`rune.tools.test_style`), and pytest after all if unittest found no test in them (an
+# error in a module's or class's set-up runs none, and is unittest's to report).
 _BOOTSTRAP = """\
 import sys
 targets = sys.argv[1:]
@@ -87,7 +88,7 @@ if pytest is None or prefer_unittest:
         names.append(".".join([module, *filter(None, rest.split("::"))]))
     argv = ["unittest", *names] if names else ["unittest", "discover"]
     program = unittest.main(module=None, argv=argv, exit=False, verbosity=1)
-    if program.result.testsRun:
+    if program.result.testsRun or not program.result.wasSuccessful():
         sys.exit(0 if program.result.wasSuccessful() else 1)
     if pytest is None:
         print(f"no test ran: pytest is not installed for {sys.executable}, and unittest found "
@@ -265,15 +266,21 @@ def _run(ctx: ToolContext, targets: Sequence[str], over: Sequence[tuple[Path, Pa
 
 
 def _run_once(ctx: ToolContext, targets: Sequence[str], over: Sequence[tuple[Path, Path]]) -> Trial:
-    argv = ["-c", _BOOTSTRAP, *_runner(ctx, targets), *targets]
+    argv = ["-c", _BOOTSTRAP, *_runner(ctx, targets, over), *targets]
     outcome = run_read_only(ctx, argv, over=over, timeout=TEST_TIMEOUT)
     return verdict(outcome, ctx.workspace)
 
 
-def _runner(ctx: ToolContext, targets: Sequence[str]) -> list[str]:
+def _runner(
+    ctx: ToolContext, targets: Sequence[str], over: Sequence[tuple[Path, Path]] = ()
+) -> list[str]:
     """The bootstrap's runner options for ``targets``: unittest first when the tests they name
     (all of the workspace's when none) are written for it, and unittest given the test files
-    by name (its discovery skips directories that are not packages)."""
+    by name (its discovery skips directories that are not packages). Never for a trial that
+    changes a test or a file beside the tests (a ``conftest.py``, a config): the decision is
+    read from the files on disk."""
+    if any(_touches_tests(ctx.workspace, target) for _, target in over):
+        return []
     named = (
         list(dict.fromkeys(target.partition("::")[0] for target in targets))
         if targets
@@ -282,6 +289,14 @@ def _runner(ctx: ToolContext, targets: Sequence[str]) -> list[str]:
     if not runs_with_unittest(ctx.workspace, named):
         return []
     return ["--unittest"] if targets else ["--unittest", *named]
+
+
+def _touches_tests(workspace: Path, path: Path) -> bool:
+    try:
+        relative = path.relative_to(workspace).as_posix()
+    except ValueError:
+        return True
+    return is_test_path(relative) or PurePosixPath(relative).name in PYTEST_CONFIG_NAMES
 
 
 def _files_of(targets: Sequence[str]) -> list[str]:
