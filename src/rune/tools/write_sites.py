@@ -66,6 +66,9 @@ ALLOWED_WRITE_SITES: frozenset[tuple[str, str]] = frozenset(
         # A check tried on a change before approval: a private temporary directory holding a
         # copy of the would-be file, bound read-only over it in the sandbox, then removed.
         ("rune.tools.checks", "trial_binds"),
+        # A check's passwd, group and hosts: Rune's own text (no byte from a model) in a
+        # private temporary directory of the process, bound read-only into its /etc.
+        ("rune.tools.check_etc", "_written"),
         # A contained run's cgroups: child directories Rune creates under its own cgroups in
         # the cgroup file system (never a path a model chose), their pids.max and memory
         # limit, their removal after the run, and the removal of empty ones a killed Rune left.
