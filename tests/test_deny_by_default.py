@@ -537,7 +537,8 @@ def test_what_a_check_keeps_of_etc_is_chosen_by_exact_patterns(tmp_path: Path) -
     """``python*`` also matched python-gitlab's system-wide config (a private token); a kept
     link that leads out of the system directories (NixOS: /etc/static/...) is bound as what
     it points to, or the check would see a broken link."""
-    from rune.tools.check_etc import CHECK_ETC, _points_into_system
+    from rune.tools.check_etc import CHECK_ETC, _points_into
+    from rune.tools.containment import SYSTEM_DIRS
 
     def kept(name: str) -> bool:
         return any(Path(name).match(pattern) for pattern in CHECK_ETC)
@@ -548,7 +549,10 @@ def test_what_a_check_keeps_of_etc_is_chosen_by_exact_patterns(tmp_path: Path) -
     into_usr.symlink_to("/usr/share/zoneinfo/UTC")
     elsewhere = tmp_path / "hosts"
     elsewhere.symlink_to(tmp_path / "static-hosts")
-    assert _points_into_system(into_usr) and not _points_into_system(elsewhere)
+    assert _points_into(into_usr, SYSTEM_DIRS) and not _points_into(elsewhere, SYSTEM_DIRS)
+    into_etc = tmp_path / "static"
+    into_etc.symlink_to("/etc/static/hosts")
+    assert not _points_into(into_etc, SYSTEM_DIRS)
 
 
 def test_a_check_cannot_raise_its_own_limits(home: Path) -> None:

@@ -428,7 +428,7 @@ def plan_mounts(
     narrow_etc = without_approval and _is_dir(Path("/etc"))
     if narrow_etc:
         system.remove(Path("/etc"))
-        etc, kept = etc_mounts(home)
+        etc, kept = etc_mounts(home, SYSTEM_DIRS)
         mounts += etc
         system += kept
     bound: dict[Path, None] = dict.fromkeys(system)
