@@ -272,6 +272,56 @@ def test_a_source_two_failures_run_is_shown_once(ws: Path) -> None:
     assert digest.count("Source of the code it runs: shown above.") == 1
 
 
+#: four failing tests under unittest, one with two failing subtests
+TEST_MANY = """\
+import unittest
+
+from calc.ops import add
+
+
+class TestAdd(unittest.TestCase):
+    def test_a(self):
+        self.assertEqual(add(1, 1), 2)
+
+    def test_b(self):
+        self.assertEqual(add(1, 2), 3)
+
+    def test_c(self):
+        for n in (1, 2):
+            with self.subTest(n=n):
+                self.assertEqual(add(n, 0), n)
+
+    def test_d(self):
+        self.assertEqual(add(2, 2), 4)
+"""
+
+
+@needs_bwrap
+@pytest.mark.parametrize("runner", ["unittest", "pytest"])
+def test_the_failures_not_shown_are_named_as_ids_run_tests_takes(ws: Path, runner: str) -> None:
+    """unittest's report names its failing tests only in their headers; pytest's short summary
+    by node id. Either way the digest names the ones it does not show, each once, as an id
+    ``run_tests`` takes (a spec stub fails them all: the model was told of two)."""
+    (ws / "calc" / "ops.py").write_text("def add(a, b):\n    raise NotImplementedError\n")
+    (ws / "tests" / "test_calc.py").write_text(TEST_MANY)
+    if runner == "pytest":  # a project that configures pytest, in a venv that has it
+        venv_python = Path(sys.executable)
+        if subprocess.run([venv_python, "-c", "import pytest"], check=False).returncode != 0:
+            pytest.skip("this interpreter has no pytest")
+        (ws / ".venv").symlink_to(venv_python.parent.parent)
+        (ws / "pytest.ini").write_text("[pytest]\n")
+    with pytest.raises(ToolError) as caught:
+        executor(ws).run("run_tests", {"tests": "tests/test_calc.py"})
+    digest = str(caught.value)
+    also = digest.split("Also failing: ", 1)[1].splitlines()[0].split(", ")
+    assert also == ["tests/test_calc.py::TestAdd::test_c", "tests/test_calc.py::TestAdd::test_d"]
+    assert "(failures=" not in digest.split("\n", 1)[1]
+    with pytest.raises(ToolError) as again:
+        executor(ws).run("run_tests", {"tests": also[1]})
+    assert "test_d" in str(again.value) and tally(str(again.value)) == (1, 1)
+    assert ("Ran 1 test" in str(again.value)) == (runner == "unittest")
+
+
 SEQS = "def tail(n, seq):\n    return seq[n:]\n\n\ndef last(seq):\n    return tail(1, seq)[0]\n"
 TEST_SEQS = """\
 import unittest

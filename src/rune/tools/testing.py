@@ -351,7 +351,8 @@ _UNITTEST_HEADER = re.compile(r"^(?:FAIL|ERROR): (.+)$")
 _FRAME_LINE = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
 _SECTION_END = re.compile(r"^(?:={5,}|-{5,}|_{5,}$)")
 _SUMMARY = re.compile(r"^=*\s*((?:\d+ \w+(?:, )?)+(?: in [\d.]+s)?.*?)\s*=*$")
-_SHORT_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)")
+# pytest's short summary ("FAILED tests/t.py::test_x - ..."), not unittest's "FAILED (failures=2)"
+_SHORT_FAILED = re.compile(r"^(?:FAILED|ERROR) (?!\()(\S+)")
 _NO_TESTS = 5  # pytest's exit status when it collected nothing
 
 
@@ -469,18 +470,42 @@ def _parse_block(title: str, lines: list[str]) -> _Failure:
 
 
 def _digest(report: str, failures: list[_Failure], workspace: Path) -> str:
-    failed = [m.group(1) for line in report.splitlines() if (m := _SHORT_FAILED.match(line))]
     parts = [f"the tests failed ({_summary(report) or 'see below'})"]
     shown: set[str] = set()  # sources shown for an earlier failure are not repeated
     for failure in failures[:SHOWN_FAILURES]:
         parts.append(_describe(failure, workspace, shown))
-    rest = [name for name in failed[SHOWN_FAILURES:]]
-    if rest:
-        parts.append("Also failing: " + ", ".join(rest[:10]))
+    if rest := _also_failing(report, failures, workspace):
+        parts.append("Also failing: " + ", ".join(for_display(name) for name in rest[:10]))
     text = "\n\n".join(parts)
     if len(text) > MAX_DIGEST_CHARS:
         text = text[: MAX_DIGEST_CHARS - 40].rstrip() + "\n[... digest cut ...]"
     return text
+
+
+#: a unittest failure's title: ``test_x (package.test_mod.Class.test_x)``, and a subtest's
+#: parameters after it
+_UNITTEST_TITLE = re.compile(r"^\w+ \(((?:\w+\.)+)(\w+)\.(\w+)\)")
+
+
+def _also_failing(report: str, failures: list[_Failure], workspace: Path) -> list[str]:
+    """The failing tests the digest does not show in full, as ids ``run_tests`` takes: pytest's
+    short summary gives each; unittest's report has them only in its headers, so a test of a
+    ``TestCase`` there becomes ``path.py::Class::test_x`` when that file exists (its title
+    as it is otherwise). A test with failing subtests is named once."""
+    named = [m.group(1) for line in report.splitlines() if (m := _SHORT_FAILED.match(line))]
+    if named:
+        return named[SHOWN_FAILURES:]
+    ids = [_test_id(failure.title, workspace) for failure in failures]
+    shown = set(ids[:SHOWN_FAILURES])
+    return list(dict.fromkeys(i for i in ids[SHOWN_FAILURES:] if i not in shown))
+
+
+def _test_id(title: str, workspace: Path) -> str:
+    match = _UNITTEST_TITLE.match(title)
+    if match is None:
+        return title
+    path = match.group(1)[:-1].replace(".", "/") + ".py"
+    return f"{path}::{match.group(2)}::{match.group(3)}" if (workspace / path).is_file() else title
 
 
 def _in_workspace(path: Path, workspace: Path) -> bool:
