@@ -549,10 +549,60 @@ def test_what_a_check_keeps_of_etc_is_chosen_by_exact_patterns(tmp_path: Path) -
     into_usr.symlink_to("/usr/share/zoneinfo/UTC")
     elsewhere = tmp_path / "hosts"
     elsewhere.symlink_to(tmp_path / "static-hosts")
-    assert _points_into(into_usr, SYSTEM_DIRS) and not _points_into(elsewhere, SYSTEM_DIRS)
+    whole = [d for d in SYSTEM_DIRS if d not in ("/etc", "/opt")]  # as a check has them
+    assert _points_into(into_usr, whole) and not _points_into(elsewhere, whole)
     into_etc = tmp_path / "static"
     into_etc.symlink_to("/etc/static/hosts")
-    assert not _points_into(into_etc, SYSTEM_DIRS)
+    assert not _points_into(into_etc, whole)
+
+
+def test_what_a_check_keeps_of_opt_is_what_the_linker_and_the_commands_use(
+    tmp_path: Path,
+) -> None:
+    """/opt holds toolkits, and also package mirrors, licences and an application's secrets: a
+    check keeps the entries the linker loads libraries from and the commands on PATH lead into
+    (a link as named and as resolved), nothing else."""
+    from rune.tools.check_opt import _library_dirs, opt_entries
+
+    opt = tmp_path / "opt"
+    for name in ("cuda-13", "rocm-6.0", "google/chrome", "tool/bin", "mirror", "license"):
+        (opt / name).mkdir(parents=True)
+    (opt / "rocm").symlink_to(opt / "rocm-6.0")
+    conf = tmp_path / "ld.so.conf"
+    (tmp_path / "ld.so.conf.d").mkdir()
+    conf.write_text(f"include ld.so.conf.d/*.conf\ninclude {conf}\n# {opt}/mirror\n")
+    (tmp_path / "ld.so.conf.d" / "a.conf").write_text(f"{opt}/cuda-13/lib64, {opt}/rocm/lib\n")
+    (tmp_path / "ld.so.conf.d" / "b.conf").write_text(f"hwcap 0 nosegneg\n{opt}/nothere/lib\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "chrome").symlink_to(opt / "google" / "chrome" / "chrome")
+    (bin_dir / "ls").write_text("")
+    library_dirs = _library_dirs(conf)  # the include of itself is read once
+    assert library_dirs == [f"{opt}/cuda-13/lib64", f"{opt}/rocm/lib", f"{opt}/nothere/lib"]
+    kept = opt_entries(opt, library_dirs, [str(bin_dir), f"{opt}/tool/bin"])
+    assert kept == [opt / "cuda-13", opt / "rocm", opt / "rocm-6.0", opt / "google", opt / "tool"]
+
+
+def test_a_check_sees_of_opt_and_usr_local_etc_only_what_programs_use(home: Path) -> None:
+    """Deny by default in /opt: an approved command sees all of it, a check only the kept
+    entries; /usr/local/etc (npm's tokens) is empty to a check."""
+    from rune.tools.check_opt import _kept
+
+    probe = (
+        "import os\n"
+        "for d in ('/opt', '/usr/local/etc'):\n"
+        "    print(sorted(os.listdir(d)) if os.path.isdir(d) else None)\n"
+        "assert False\n"
+    )
+    kept = {p.name for p in _kept(os.environ.get("PATH", ""))}
+    on_host = sorted(os.listdir("/opt")) if os.path.isdir("/opt") else None
+    local_etc = sorted(os.listdir("/usr/local/etc")) if os.path.isdir("/usr/local/etc") else None
+    lines = check(home, probe).splitlines()
+    seen_opt, seen_local_etc = (ast.literal_eval(line) for line in lines[1:3])
+    assert seen_opt is None if on_host is None else seen_opt == sorted(kept & set(on_host))
+    assert seen_local_etc == ([] if local_etc is not None else None)
+    out = command(home, f"{sys.executable} -c {shlex.quote(probe)}")
+    assert str(on_host) in out and str(local_etc) in out, out
 
 
 def test_a_check_cannot_raise_its_own_limits(home: Path) -> None:

@@ -6,7 +6,8 @@ mount namespace in this order (it applies its options in sequence):
 1. the system directories read-only (:data:`SYSTEM_DIRS`: ``/usr``, ``/bin``, ``/lib*``,
    ``/etc``, ``/opt``; a merged-/usr symlink stays a symlink), a fresh ``/dev`` and ``/proc``
    (its ``/proc/sys`` read-only: :data:`PROC_READ_ONLY`); for a check, which nobody approved,
-   ``/etc`` holds only what programs read there (:mod:`rune.tools.check_etc`),
+   ``/etc`` and ``/opt`` hold only what programs use there (:mod:`rune.tools.check_etc`,
+   :mod:`rune.tools.check_opt`), and ``/usr/local/etc`` is empty,
    new PID, IPC and network namespaces (no network, not even the host's loopback);
 2. a private ``/tmp`` (a tmpfs of :data:`TMP_SIZE`, also the ``TMPDIR``; ``/var/tmp`` points
    there), a capped ``/dev/shm``, and a private, empty home directory (a tmpfs of
@@ -54,7 +55,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rune.tools.check_etc import etc_mounts
+from rune.tools.check_etc import LOCAL_ETC, etc_mounts
+from rune.tools.check_opt import opt_mounts
 from rune.tools.sandbox import SandboxPolicy, within
 
 #: the size of the private /tmp (the TMPDIR)
@@ -410,7 +412,8 @@ def plan_mounts(
 ) -> Plan:
     """The bwrap options after :func:`base_mounts` (see the module docstring) for a run in
     ``workspace`` whose programs need ``needs`` (bound read-only). A run ``without_approval``
-    (a check) sees only what programs need of /etc (:mod:`rune.tools.check_etc`)."""
+    (a check) sees only what programs use of /etc and /opt (:mod:`rune.tools.check_etc`,
+    :mod:`rune.tools.check_opt`), and an empty /usr/local/etc."""
     home = policy.home or Path(os.path.expanduser("~"))
     mounts = ["--size", str(SHM_SIZE), "--tmpfs", "/dev/shm"]
     mounts += [
@@ -424,13 +427,15 @@ def plan_mounts(
     ]
     if home != Path("/"):
         mounts += ["--size", str(HOME_SIZE), "--tmpfs", str(home)]
-    system = [Path(d) for d in SYSTEM_DIRS]
-    narrow_etc = without_approval and _is_dir(Path("/etc"))
-    if narrow_etc:
-        system.remove(Path("/etc"))
-        etc, kept = etc_mounts(home, SYSTEM_DIRS)
-        mounts += etc
-        system += kept
+    # a check sees of /etc and /opt only what programs use there (each a directory, not a link)
+    narrowed = [d for d in (("/etc", "/opt") if without_approval else ()) if _is_dir(Path(d))]
+    whole = [d for d in SYSTEM_DIRS if d not in narrowed]
+    system = [Path(d) for d in whole]
+    for directory, make in (("/etc", functools.partial(etc_mounts, home)), ("/opt", opt_mounts)):
+        if directory in narrowed:
+            made, kept = make(whole)
+            mounts += made
+            system += kept
     bound: dict[Path, None] = dict.fromkeys(system)
     reads: list[Path] = []
     for path in [*needs, *policy.contained_reads, *policy.allow_credentials]:
@@ -478,7 +483,14 @@ def plan_mounts(
     )
 
     masks: dict[Path, None] = {}
-    for path in [*scan.secrets, *prefix_secrets, *policy.protected_paths, *_system_secrets()]:
+    unneeded = [Path(LOCAL_ETC)] if without_approval else []
+    for path in [
+        *scan.secrets,
+        *prefix_secrets,
+        *policy.protected_paths,
+        *_system_secrets(),
+        *unneeded,
+    ]:
         real = _real(path)
         # Only inside what is bound (elsewhere it does not exist), and never over the
         # workspace or a directory that holds it: that would hide it.
@@ -497,8 +509,8 @@ def plan_mounts(
             mounts += ["--ro-bind", str(real), str(real)]
     for path in masks:
         mounts += _seal(path)
-    if narrow_etc:
-        mounts += ["--remount-ro", "/etc"]
+    for directory in narrowed:
+        mounts += ["--remount-ro", directory]
     mounts += ["--remount-ro", "/dev"]
     before = _identities([*scan.protected, *scan.secrets])
     return Plan(mounts, before, watch_git, scan.complete, dropped, home, reads)
