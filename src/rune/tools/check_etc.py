@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["CHECK_ETC", "LOCAL_ETC", "etc_mounts", "kept_mounts"]
+__all__ = ["CHECK_ETC", "etc_mounts"]
 
 #: the entries of /etc a check sees, as :meth:`pathlib.Path.glob` patterns: the dynamic
 #: linker's cache and configuration, the time zone, Debian's command links and its Python's
@@ -52,9 +52,6 @@ CHECK_ETC = (
     "fonts",
     "terminfo",
 )
-#: the configuration of software built by hand: a check sees it empty (npm keeps its tokens
-#: there; the programs a check runs read /etc)
-LOCAL_ETC = "/usr/local/etc"
 # localhost is IPv4 only: a test's server on 127.0.0.1 and its client of "localhost" agree
 _HOSTS = "127.0.0.1\tlocalhost\n::1\tip6-localhost ip6-loopback\n"
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
@@ -62,21 +59,12 @@ _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
 
 def etc_mounts(home: Path, whole: Sequence[str]) -> tuple[list[str], list[Path]]:
     """The bwrap options that make a check's ``/etc`` (after the host's is bound whole), and
-    the kept entries bound as directories or files (a secret inside one is still masked).
-    A kept link into ``whole`` (the directories bound whole) stays a link."""
-    mounts, bound = kept_mounts(_entries(CHECK_ETC), whole)
-    mounts = ["--tmpfs", "/etc", *mounts]
-    for name, path in made_files(home).items():
-        mounts += ["--ro-bind", str(path), f"/etc/{name}"]
-    return mounts, bound
-
-
-def kept_mounts(entries: Sequence[Path], whole: Sequence[str]) -> tuple[list[str], list[Path]]:
-    """The bwrap options that put ``entries`` back into the empty directory over them, and
-    those bound (as what they are, or lead to): a link into ``whole`` stays a link."""
-    mounts: list[str] = []
+    the kept entries bound as directories or files (a secret inside one is still masked, at
+    its path here when the entry is a link bound as what it leads to). A kept link into
+    ``whole`` (the directories bound whole) stays a link."""
+    mounts = ["--tmpfs", "/etc"]
     bound: list[Path] = []
-    for entry in entries:
+    for entry in _entries(CHECK_ETC):
         with contextlib.suppress(OSError):
             if os.path.islink(entry) and _points_into(entry, whole):
                 mounts += ["--symlink", os.readlink(entry), str(entry)]
@@ -84,6 +72,8 @@ def kept_mounts(entries: Sequence[Path], whole: Sequence[str]) -> tuple[list[str
             # NixOS: every entry links to /etc/static/..., which is not there any more
             mounts += ["--ro-bind", str(entry), str(entry)]
             bound.append(entry)
+    for name, path in made_files(home).items():
+        mounts += ["--ro-bind", str(path), f"/etc/{name}"]
     return mounts, bound
 
 

@@ -1,18 +1,21 @@
 """What a check (a run nobody approved: ``run_python``, the project's tests, a repair's trials)
-sees of ``/opt``: an empty directory, with back in it only the add-on software the system
-itself uses there.
+sees of ``/opt``: an empty directory, with back in it only the toolkits the dynamic linker
+loads libraries from.
 
 ``/opt`` holds whatever was installed outside the package manager: toolkits, but also local
-package mirrors, licence files and an application's own configuration. An approved command sees
-all of it; a check sees the entries of ``/opt`` that
+package mirrors, licence files and an application's own configuration and keys. An approved
+command sees all of it. A check sees, read-only:
 
-- the dynamic linker is configured to load libraries from (``ld.so.conf`` and what it
-  includes: CUDA, ROCm, oneAPI), whole, since their libraries read data beside them;
-- a command on the system's or the user's ``PATH`` is, or leads to (``/usr/bin/chrome`` ->
-  ``/etc/alternatives`` -> ``/opt/google/chrome``);
+- each entry of ``/opt`` that ld.so's configuration (``/etc/ld.so.conf`` and what it
+  includes) names a library directory in (CUDA, ROCm, oneAPI), whole, since such libraries
+  read data beside them; files the user can change (the workspace, home) name nothing here;
+- each link at the top of ``/opt`` as a link (``/opt/rocm -> rocm-6.0.0``): a name, not
+  content, so that a kept toolkit or an interpreter reached through one is found;
+- an interpreter installed under ``/opt``, and its environment, as every run's interpreter is
+  (:mod:`rune.tools.runtime_dirs`).
 
-and an interpreter installed under ``/opt`` is bound back as every run's interpreter is
-(:mod:`rune.tools.runtime_dirs`).
+A command installed there (a JDK, Chrome) is not: a test that starts one runs as an approved
+command.
 """
 
 from __future__ import annotations
@@ -21,101 +24,111 @@ import contextlib
 import functools
 import glob
 import os
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from rune.tools.check_etc import kept_mounts
+from rune.tools.runtime_dirs import regular_head
 
 __all__ = ["OPT", "opt_entries", "opt_mounts"]
 
 OPT = Path("/opt")
-#: where the system keeps its commands
-SYSTEM_BIN_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
-_LD_SO_CONF = Path("/etc/ld.so.conf")
-#: how deep ``include`` lines of ld.so's configuration are followed, and how many files read
+LD_SO_CONF = Path("/etc/ld.so.conf")
+#: how deep ``include`` lines of ld.so's configuration are followed, how many files are read,
+#: and how much of each
 _MAX_INCLUDE_DEPTH = 4
 _MAX_CONF_FILES = 256
-#: the commands of one directory looked at
-_MAX_COMMANDS = 20_000
+_MAX_CONF_BYTES = 64 * 1024
 
 
-def opt_mounts(whole: Sequence[str]) -> tuple[list[str], list[Path]]:
+def opt_mounts() -> tuple[list[str], list[Path]]:
     """The bwrap options that make a check's ``/opt`` (after the host's is bound whole), and
-    the kept entries bound as directories (a link into ``whole``, the directories bound
-    whole, stays a link)."""
-    mounts, bound = kept_mounts(_kept(os.environ.get("PATH", "")), whole)
-    return ["--tmpfs", str(OPT), *mounts], bound
+    the entries bound back."""
+    links, kept = _entries()
+    mounts = ["--tmpfs", str(OPT)]
+    for link, target in links:
+        mounts += ["--symlink", target, str(link)]
+    for entry in kept:
+        mounts += ["--ro-bind", str(entry), str(entry)]
+    return mounts, list(kept)
 
 
 @functools.cache
-def _kept(path_variable: str) -> tuple[Path, ...]:
-    # once a process for each PATH: a check is run again after every change
-    bin_dirs = [*SYSTEM_BIN_DIRS, *filter(None, path_variable.split(os.pathsep))]
-    return tuple(opt_entries(OPT, _library_dirs(_LD_SO_CONF), bin_dirs))
+def _entries() -> tuple[tuple[tuple[Path, str], ...], tuple[Path, ...]]:
+    # once a process: a check runs again after every change, and ld.so's configuration
+    # changes when a toolkit is installed, which a running agent need not follow
+    return opt_entries(OPT, library_dirs(LD_SO_CONF))
 
 
-def opt_entries(opt: Path, library_dirs: Iterable[str], bin_dirs: Iterable[str]) -> list[Path]:
-    """The entries of ``opt`` that ``library_dirs`` (the linker's) lie in, and that
-    ``bin_dirs`` are in or hold commands leading into; each as named and, for a link, what
-    it leads to in ``opt`` too."""
-    wanted: dict[Path, None] = {}
-    for directory in library_dirs:
-        wanted.update(dict.fromkeys(_tops(opt, directory)))
-    for directory in dict.fromkeys(bin_dirs):
-        wanted.update(dict.fromkeys(_tops(opt, directory)))
-        for command in _links(directory):
-            wanted.update(dict.fromkeys(_tops(opt, command)))
-    return list(wanted)
+def opt_entries(
+    opt: Path, libraries: list[str]
+) -> tuple[tuple[tuple[Path, str], ...], tuple[Path, ...]]:
+    """The links at the top of ``opt`` with their targets, and its directories that the
+    absolute directories ``libraries`` lie in (reached directly or through such a link)."""
+    links: list[tuple[Path, str]] = []
+    with contextlib.suppress(OSError), os.scandir(opt) as scan:
+        for entry in sorted(scan, key=lambda e: e.name):
+            with contextlib.suppress(OSError):
+                if entry.is_symlink():
+                    links.append((Path(entry.path), _within(opt, os.readlink(entry.path))))
+    kept: dict[Path, None] = {}
+    for directory in libraries:
+        for path in (os.path.normpath(directory), _resolved(directory)):
+            top = _top(opt, path)
+            if top is not None and not top.is_symlink() and top.is_dir():
+                kept[top] = None
+    return tuple(links), tuple(kept)
 
 
-def _tops(opt: Path, path: str) -> list[Path]:
-    """The entry of ``opt`` that ``path`` lies in, as written and as resolved."""
-    tops: list[Path] = []
-    for candidate in (os.path.normpath(path), os.path.realpath(path)):
-        with contextlib.suppress(ValueError):
-            parts = Path(candidate).relative_to(opt).parts
-            if parts and os.path.lexists(opt / parts[0]) and opt / parts[0] not in tops:
-                tops.append(opt / parts[0])
-    return tops
+def _within(opt: Path, target: str) -> str:
+    """A link's ``target``, relative when it lies in ``opt``: bubblewrap builds the mounts
+    under another root, where an absolute link leads out of the new ``/opt``, and a file
+    bound through the link (an interpreter's ``/opt/python3/bin/python3``) has no parent."""
+    path = os.path.normpath(target)
+    if os.path.isabs(path) and Path(path).is_relative_to(opt) and Path(path) != opt:
+        return os.path.relpath(path, opt)
+    return target
 
 
-def _links(directory: str) -> list[str]:
-    """The symbolic links among the commands of ``directory``."""
-    links: list[str] = []
-    with contextlib.suppress(OSError), os.scandir(directory) as scan:
-        for n, entry in enumerate(scan):
-            if n >= _MAX_COMMANDS:
-                break
-            if entry.is_symlink():
-                links.append(entry.path)
-    return links
+def _resolved(path: str) -> str:
+    try:
+        return os.path.realpath(path)
+    except (OSError, ValueError):
+        return path
 
 
-def _library_dirs(conf: Path) -> list[str]:
-    """The directories ld.so's configuration names, ``include`` lines followed."""
+def _top(opt: Path, path: str) -> Path | None:
+    """The entry of ``opt`` that ``path`` lies in."""
+    try:
+        parts = Path(path).relative_to(opt).parts
+    except ValueError:
+        return None
+    return opt / parts[0] if parts else None
+
+
+def library_dirs(conf: Path) -> list[str]:
+    """The absolute directories ld.so's configuration ``conf`` names, its ``include`` lines
+    followed (each file once, regular files only, the first :data:`_MAX_CONF_BYTES` of each),
+    as glibc's ``ldconfig`` reads it: one directory a line."""
     dirs: list[str] = []
     read: set[str] = set()
 
     def parse(file: str, depth: int) -> None:
-        if depth > _MAX_INCLUDE_DEPTH or file in read or len(read) >= _MAX_CONF_FILES:
+        real = _resolved(file)
+        if depth > _MAX_INCLUDE_DEPTH or real in read or len(read) >= _MAX_CONF_FILES:
             return
-        read.add(file)
-        try:
-            text = Path(file).read_text(errors="replace")
-        except OSError:
-            return
-        for raw in text.splitlines():
+        read.add(real)
+        head = regular_head(Path(real), _MAX_CONF_BYTES)
+        for raw in (head or b"").decode("utf-8", "replace").splitlines():
             line = raw.split("#", 1)[0].strip()
-            if line.startswith("include ") or line.startswith("include\t"):
-                pattern = line.split(None, 1)[1].strip()
-                if not os.path.isabs(pattern):
-                    pattern = os.path.join(os.path.dirname(file), pattern)
-                for included in sorted(glob.glob(pattern)):
-                    parse(included, depth + 1)
-            elif line and not line.startswith("hwcap"):
-                # separated by blanks, commas or colons; libc5's "DIR=TYPE" is a directory too
-                words = line.replace(",", " ").replace(":", " ").split()
-                dirs.extend(word.split("=", 1)[0] for word in words)
+            words = line.split()
+            if words[:1] == ["include"]:
+                for pattern in words[1:]:
+                    if not os.path.isabs(pattern):
+                        pattern = os.path.join(os.path.dirname(file), pattern)
+                    with contextlib.suppress(OSError, ValueError):
+                        for included in sorted(glob.glob(pattern)):
+                            parse(included, depth + 1)
+            elif line.startswith("/") and "\0" not in line:
+                dirs.append(line)
 
     parse(str(conf), 0)
     return dirs

@@ -51,11 +51,11 @@ import os
 import shutil
 import stat
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rune.tools.check_etc import LOCAL_ETC, etc_mounts
+from rune.tools.check_etc import etc_mounts
 from rune.tools.check_opt import opt_mounts
 from rune.tools.sandbox import SandboxPolicy, within
 
@@ -107,6 +107,9 @@ TOP_GIT_REMOVED_IF_CREATED = (
     "objects/info/http-alternates",
 )
 
+#: what a check (a run nobody approved) sees empty: the configuration of software built by
+#: hand (npm keeps its tokens there; what a check runs reads /etc)
+EMPTY_FOR_CHECKS = ("/usr/local/etc",)
 #: what of /etc holds secrets (password hashes, private keys, cluster and VPN credentials,
 #: package indexes with tokens, variables set for every login); no program a run starts needs it
 SYSTEM_SECRETS = (
@@ -415,7 +418,23 @@ def plan_mounts(
     (a check) sees only what programs use of /etc and /opt (:mod:`rune.tools.check_etc`,
     :mod:`rune.tools.check_opt`), and an empty /usr/local/etc."""
     home = policy.home or Path(os.path.expanduser("~"))
-    mounts = ["--size", str(SHM_SIZE), "--tmpfs", "/dev/shm"]
+    # What a check sees of /etc and /opt: first, or their empty directories would cover a
+    # home that lies in them.
+    views: dict[str, Callable[[], tuple[list[str], list[Path]]]] = {
+        "/etc": lambda: etc_mounts(home, whole),
+        "/opt": opt_mounts,
+    }
+    narrowed = [d for d in views if without_approval and _is_dir(Path(d))]
+    whole = [d for d in SYSTEM_DIRS if d not in narrowed]
+    system = [Path(d) for d in whole]
+    mounts: list[str] = []
+    copies: list[Path] = []  # kept links bound as what they lead to
+    for directory in narrowed:
+        made, kept = views[directory]()
+        mounts += made
+        copies += [path for path in kept if os.path.islink(path)]
+        system += kept
+    mounts += ["--size", str(SHM_SIZE), "--tmpfs", "/dev/shm"]
     mounts += [
         "--size",
         str(TMP_SIZE),
@@ -427,15 +446,6 @@ def plan_mounts(
     ]
     if home != Path("/"):
         mounts += ["--size", str(HOME_SIZE), "--tmpfs", str(home)]
-    # a check sees of /etc and /opt only what programs use there (each a directory, not a link)
-    narrowed = [d for d in (("/etc", "/opt") if without_approval else ()) if _is_dir(Path(d))]
-    whole = [d for d in SYSTEM_DIRS if d not in narrowed]
-    system = [Path(d) for d in whole]
-    for directory, make in (("/etc", functools.partial(etc_mounts, home)), ("/opt", opt_mounts)):
-        if directory in narrowed:
-            made, kept = make(whole)
-            mounts += made
-            system += kept
     bound: dict[Path, None] = dict.fromkeys(system)
     reads: list[Path] = []
     for path in [*needs, *policy.contained_reads, *policy.allow_credentials]:
@@ -483,15 +493,16 @@ def plan_mounts(
     )
 
     masks: dict[Path, None] = {}
-    unneeded = [Path(LOCAL_ETC)] if without_approval else []
+    unneeded = [Path(p) for p in EMPTY_FOR_CHECKS] if without_approval else []
     for path in [
+        *unneeded,
         *scan.secrets,
         *prefix_secrets,
         *policy.protected_paths,
         *_system_secrets(),
-        *unneeded,
     ]:
-        real = _real(path)
+        # in a link bound as what it leads to, a secret is where the run sees it
+        real = path if within(path, copies) and os.path.lexists(path) else _real(path)
         # Only inside what is bound (elsewhere it does not exist), and never over the
         # workspace or a directory that holds it: that would hide it.
         if (
