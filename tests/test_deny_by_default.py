@@ -14,6 +14,7 @@ directory. The last section attacks the new layout itself.
 from __future__ import annotations
 
 import ast
+import itertools
 import os
 import platform
 import random
@@ -486,7 +487,7 @@ def test_an_environments_index_configuration_is_masked(
 def test_the_secrets_of_etc_read_empty_to_a_command_and_are_not_there_for_a_check(
     home: Path,
 ) -> None:
-    from rune.tools.containment import SYSTEM_SECRETS
+    from rune.tools.containment import EMPTY_FOR_CHECKS, SYSTEM_SECRETS
 
     present = [p for p in SYSTEM_SECRETS if os.path.isfile(p)]
     if not present:
@@ -495,7 +496,9 @@ def test_the_secrets_of_etc_read_empty_to_a_command_and_are_not_there_for_a_chec
     assert all(f"{p} PermissionError" in out for p in present), out
     out = check(home, READ.format(paths=present))
     for path in present:
-        hidden = "FileNotFoundError" if path.startswith("/etc/") else "PermissionError"
+        # not there at all: /etc is an allow-list, /usr/local/etc empty
+        gone = path.startswith(("/etc/", *(f"{d}/" for d in EMPTY_FOR_CHECKS)))
+        hidden = "FileNotFoundError" if gone else "PermissionError"
         assert f"{path} {hidden}" in out, out
 
 
@@ -549,10 +552,96 @@ def test_what_a_check_keeps_of_etc_is_chosen_by_exact_patterns(tmp_path: Path) -
     into_usr.symlink_to("/usr/share/zoneinfo/UTC")
     elsewhere = tmp_path / "hosts"
     elsewhere.symlink_to(tmp_path / "static-hosts")
-    assert _points_into(into_usr, SYSTEM_DIRS) and not _points_into(elsewhere, SYSTEM_DIRS)
+    whole = [d for d in SYSTEM_DIRS if d not in ("/etc", "/opt")]  # as a check has them
+    assert _points_into(into_usr, whole) and not _points_into(elsewhere, whole)
     into_etc = tmp_path / "static"
     into_etc.symlink_to("/etc/static/hosts")
-    assert not _points_into(into_etc, SYSTEM_DIRS)
+    assert not _points_into(into_etc, whole)
+
+
+def test_what_a_check_keeps_of_opt_is_what_the_linker_loads_libraries_from(
+    tmp_path: Path,
+) -> None:
+    """/opt holds toolkits, and also package mirrors, licences and an application's keys: a
+    check keeps the directories ld.so's configuration names a library directory in (reached
+    through a link too), and the links at its top as links; nothing else. The configuration
+    is read as ldconfig reads it, and a hostile one neither hangs nor escapes."""
+    from rune.tools.check_opt import library_dirs, opt_entries
+
+    tmp = tmp_path.resolve()
+    opt = tmp / "opt"
+    for name in ("cuda-13/lib64", "rocm-6.0/lib", "mirror", "app/etc"):
+        (opt / name).mkdir(parents=True)
+    (opt / "licence").write_text("")
+    (opt / "rocm").symlink_to(opt / "rocm-6.0")
+    (opt / "old").symlink_to(tmp / "gone")
+    conf = tmp / "ld.so.conf"
+    conf_d = tmp / "ld.so.conf.d"
+    conf_d.mkdir()
+    # the first include again under another spelling, and two patterns on one line
+    conf.write_text(f"include ld.so.conf.d/*.conf {tmp}/extra.conf\ninclude ./ld.so.conf\n")
+    (conf_d / "a.conf").write_text(f"{opt}/cuda-13/lib64\n# {opt}/mirror\nlib\nhwcap 0 x\n")
+    (tmp / "extra.conf").write_text(f"{opt}/rocm/lib\n{opt}/licence\n{opt}/nothere/lib\n")
+    os.mkfifo(conf_d / "b.conf")  # read, it would block for good
+    libraries = library_dirs(conf)
+    assert libraries == [
+        f"{opt}/cuda-13/lib64",
+        f"{opt}/rocm/lib",
+        f"{opt}/licence",
+        f"{opt}/nothere/lib",
+    ]
+    links, kept = opt_entries(opt, libraries)
+    # a link within /opt is made relative: built under bubblewrap's setup root, an absolute
+    # one would lead out of the new /opt, and an interpreter bound through it has no parent
+    assert links == ((opt / "old", str(tmp / "gone")), (opt / "rocm", "rocm-6.0"))
+    assert kept == (opt / "cuda-13", opt / "rocm-6.0")
+
+
+def test_the_narrowed_directories_come_before_a_home_that_lies_in_them() -> None:
+    """OpenShift's images put home under /opt (``/opt/app-root/src``): an empty /opt made
+    after the private home would cover it, and the kept entry that holds it would show the
+    real one."""
+    from rune.tools.containment import plan_mounts
+
+    if not os.path.isdir("/opt") or os.path.islink("/opt"):
+        pytest.skip("this machine has no /opt directory to narrow")
+    home = Path("/opt/app-root/src")
+    ws = Path("/nonexistent-workspace")
+    mounts = plan_mounts(SandboxPolicy.default(home=home), ws, without_approval=True).mounts
+    pairs = list(itertools.pairwise(mounts))
+    assert pairs.index(("--tmpfs", "/opt")) < pairs.index(("--tmpfs", str(home)))
+    approved = plan_mounts(SandboxPolicy.default(home=home), ws).mounts
+    assert ("--tmpfs", "/opt") not in list(itertools.pairwise(approved))
+
+
+def test_a_check_sees_of_opt_and_usr_local_etc_only_what_programs_use(home: Path) -> None:
+    """Deny by default in /opt: an approved command sees all of it, a check only the links at
+    its top and the directories ld.so's configuration names; /usr/local/etc (npm's tokens)
+    is empty to a check."""
+    probe = (
+        "import os\n"
+        "for d in ('/opt', '/usr/local/etc'):\n"
+        "    print(sorted(os.listdir(d)) if os.path.isdir(d) else None)\n"
+        "assert False\n"
+    )
+    on_host = sorted(os.listdir("/opt")) if os.path.isdir("/opt") else None
+    local_etc = sorted(os.listdir("/usr/local/etc")) if os.path.isdir("/usr/local/etc") else None
+    conf_text = "".join(
+        Path(f).read_text(errors="replace")
+        for f in ["/etc/ld.so.conf", *Path("/etc/ld.so.conf.d").glob("*.conf")]
+        if os.path.isfile(f)
+    )
+    expected = [
+        name
+        for name in on_host or []
+        if os.path.islink(f"/opt/{name}") or f"/opt/{name}/" in conf_text
+    ]
+    lines = check(home, probe).splitlines()
+    seen_opt, seen_local_etc = (ast.literal_eval(line) for line in lines[1:3])
+    assert seen_opt == (None if on_host is None else expected)
+    assert seen_local_etc == (None if local_etc is None else [])
+    out = command(home, f"{sys.executable} -c {shlex.quote(probe)}")
+    assert f"{on_host}\n{local_etc}\n" in out, out
 
 
 def test_a_check_cannot_raise_its_own_limits(home: Path) -> None:

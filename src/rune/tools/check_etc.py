@@ -57,15 +57,16 @@ _HOSTS = "127.0.0.1\tlocalhost\n::1\tip6-localhost ip6-loopback\n"
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
 
 
-def etc_mounts(home: Path, system: Sequence[str]) -> tuple[list[str], list[Path]]:
+def etc_mounts(home: Path, whole: Sequence[str]) -> tuple[list[str], list[Path]]:
     """The bwrap options that make a check's ``/etc`` (after the host's is bound whole), and
-    the kept entries bound as directories or files (a secret inside one is still masked).
-    A kept link into ``system`` (the directories bound whole) stays a link."""
+    the kept entries bound as directories or files (a secret inside one is still masked, at
+    its path here when the entry is a link bound as what it leads to). A kept link into
+    ``whole`` (the directories bound whole) stays a link."""
     mounts = ["--tmpfs", "/etc"]
     bound: list[Path] = []
     for entry in _entries(CHECK_ETC):
         with contextlib.suppress(OSError):
-            if os.path.islink(entry) and _points_into(entry, system):
+            if os.path.islink(entry) and _points_into(entry, whole):
                 mounts += ["--symlink", os.readlink(entry), str(entry)]
                 continue
             # NixOS: every entry links to /etc/static/..., which is not there any more
@@ -105,9 +106,9 @@ def _entries(patterns: Sequence[str]) -> list[Path]:
     return list(found)
 
 
-def _points_into(link: Path, system: Sequence[str]) -> bool:
+def _points_into(link: Path, whole: Sequence[str]) -> bool:
     real = os.path.realpath(link)
-    return any(real == top or real.startswith(top + "/") for top in system if top != "/etc")
+    return any(real == top or real.startswith(top + "/") for top in whole)
 
 
 def _account_names(uid: int, gid: int) -> tuple[str, str]:

@@ -6,7 +6,8 @@ mount namespace in this order (it applies its options in sequence):
 1. the system directories read-only (:data:`SYSTEM_DIRS`: ``/usr``, ``/bin``, ``/lib*``,
    ``/etc``, ``/opt``; a merged-/usr symlink stays a symlink), a fresh ``/dev`` and ``/proc``
    (its ``/proc/sys`` read-only: :data:`PROC_READ_ONLY`); for a check, which nobody approved,
-   ``/etc`` holds only what programs read there (:mod:`rune.tools.check_etc`),
+   ``/etc`` and ``/opt`` hold only what programs use there (:mod:`rune.tools.check_etc`,
+   :mod:`rune.tools.check_opt`), and ``/usr/local/etc`` is empty,
    new PID, IPC and network namespaces (no network, not even the host's loopback);
 2. a private ``/tmp`` (a tmpfs of :data:`TMP_SIZE`, also the ``TMPDIR``; ``/var/tmp`` points
    there), a capped ``/dev/shm``, and a private, empty home directory (a tmpfs of
@@ -50,11 +51,12 @@ import os
 import shutil
 import stat
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rune.tools.check_etc import etc_mounts
+from rune.tools.check_opt import opt_mounts
 from rune.tools.sandbox import SandboxPolicy, within
 
 #: the size of the private /tmp (the TMPDIR)
@@ -105,6 +107,9 @@ TOP_GIT_REMOVED_IF_CREATED = (
     "objects/info/http-alternates",
 )
 
+#: what a check (a run nobody approved) sees empty: the configuration of software built by
+#: hand (npm keeps its tokens there; what a check runs reads /etc)
+EMPTY_FOR_CHECKS = ("/usr/local/etc",)
 #: what of /etc holds secrets (password hashes, private keys, cluster and VPN credentials,
 #: package indexes with tokens, variables set for every login); no program a run starts needs it
 SYSTEM_SECRETS = (
@@ -410,9 +415,26 @@ def plan_mounts(
 ) -> Plan:
     """The bwrap options after :func:`base_mounts` (see the module docstring) for a run in
     ``workspace`` whose programs need ``needs`` (bound read-only). A run ``without_approval``
-    (a check) sees only what programs need of /etc (:mod:`rune.tools.check_etc`)."""
+    (a check) sees only what programs use of /etc and /opt (:mod:`rune.tools.check_etc`,
+    :mod:`rune.tools.check_opt`), and an empty /usr/local/etc."""
     home = policy.home or Path(os.path.expanduser("~"))
-    mounts = ["--size", str(SHM_SIZE), "--tmpfs", "/dev/shm"]
+    # What a check sees of /etc and /opt: first, or their empty directories would cover a
+    # home that lies in them.
+    views: dict[str, Callable[[], tuple[list[str], list[Path]]]] = {
+        "/etc": lambda: etc_mounts(home, whole),
+        "/opt": opt_mounts,
+    }
+    narrowed = [d for d in views if without_approval and _is_dir(Path(d))]
+    whole = [d for d in SYSTEM_DIRS if d not in narrowed]
+    system = [Path(d) for d in whole]
+    mounts: list[str] = []
+    copies: list[Path] = []  # kept links bound as what they lead to
+    for directory in narrowed:
+        made, kept = views[directory]()
+        mounts += made
+        copies += [path for path in kept if os.path.islink(path)]
+        system += kept
+    mounts += ["--size", str(SHM_SIZE), "--tmpfs", "/dev/shm"]
     mounts += [
         "--size",
         str(TMP_SIZE),
@@ -424,13 +446,6 @@ def plan_mounts(
     ]
     if home != Path("/"):
         mounts += ["--size", str(HOME_SIZE), "--tmpfs", str(home)]
-    system = [Path(d) for d in SYSTEM_DIRS]
-    narrow_etc = without_approval and _is_dir(Path("/etc"))
-    if narrow_etc:
-        system.remove(Path("/etc"))
-        etc, kept = etc_mounts(home, SYSTEM_DIRS)
-        mounts += etc
-        system += kept
     bound: dict[Path, None] = dict.fromkeys(system)
     reads: list[Path] = []
     for path in [*needs, *policy.contained_reads, *policy.allow_credentials]:
@@ -478,8 +493,16 @@ def plan_mounts(
     )
 
     masks: dict[Path, None] = {}
-    for path in [*scan.secrets, *prefix_secrets, *policy.protected_paths, *_system_secrets()]:
-        real = _real(path)
+    unneeded = [Path(p) for p in EMPTY_FOR_CHECKS] if without_approval else []
+    for path in [
+        *unneeded,
+        *scan.secrets,
+        *prefix_secrets,
+        *policy.protected_paths,
+        *_system_secrets(),
+    ]:
+        # in a link bound as what it leads to, a secret is where the run sees it
+        real = path if within(path, copies) and os.path.lexists(path) else _real(path)
         # Only inside what is bound (elsewhere it does not exist), and never over the
         # workspace or a directory that holds it: that would hide it.
         if (
@@ -497,8 +520,8 @@ def plan_mounts(
             mounts += ["--ro-bind", str(real), str(real)]
     for path in masks:
         mounts += _seal(path)
-    if narrow_etc:
-        mounts += ["--remount-ro", "/etc"]
+    for directory in narrowed:
+        mounts += ["--remount-ro", directory]
     mounts += ["--remount-ro", "/dev"]
     before = _identities([*scan.protected, *scan.secrets])
     return Plan(mounts, before, watch_git, scan.complete, dropped, home, reads)
