@@ -163,6 +163,22 @@ def test_pytest_runs_what_unittest_finds_no_test_in(ws: Path) -> None:
     assert executor(ws).run("run_tests", {}) == "the tests pass: 7 passed in 0.01s"
 
 
+@needs_bwrap
+def test_a_project_too_big_to_walk_whole_runs_under_pytest(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """unittest is given the test files found by name; where the walk stopped before the end of
+    the project, files past it may be pytest's, and unittest would not run them at all."""
+    (ws / "pytest.py").write_text(FAKE_PYTEST)
+    (ws / "calc" / "ops.py").write_text(FIXED)
+    (ws / "zz_data").mkdir()  # walked after the tests
+    for n in range(3):
+        (ws / "zz_data" / f"{n}.txt").write_text("")
+    assert "Ran 2 tests in" in executor(ws).run("run_tests", {})
+    monkeypatch.setattr("rune.tools.testing.MAX_WALKED_FILES", 6)  # of the 8 files here
+    assert executor(ws).run("run_tests", {}) == "the tests pass: 7 passed in 0.01s"
+
+
 def test_a_unittest_failure_under_a_docstring_shows_its_traceback(ws: Path) -> None:
     """unittest prints a test's docstring between its header and the traceback; the digest
     read that line as the whole failure and showed no frame and no source."""

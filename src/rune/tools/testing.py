@@ -117,9 +117,15 @@ def is_test_path(relative: str) -> bool:
 def find_test_files(workspace: Path, policy: SandboxPolicy) -> list[str]:
     """The workspace's test files as pytest finds them (``test_*.py``, ``*_test.py``),
     relative, in walk order (bounded; hidden and build directories are not entered)."""
+    return _test_files(workspace, policy)[0]
 
-    files = project_files(workspace, policy.read_roots, MAX_WALKED_FILES)[:MAX_WALKED_FILES]
-    return [name for name in files if _TEST_FILE.match(PurePosixPath(name).name)][:MAX_TEST_FILES]
+
+def _test_files(workspace: Path, policy: SandboxPolicy) -> tuple[list[str], bool]:
+    """:func:`find_test_files`, and whether they are all of them (the walk did not stop)."""
+    files = project_files(workspace, policy.read_roots, MAX_WALKED_FILES)
+    tests = [n for n in files[:MAX_WALKED_FILES] if _TEST_FILE.match(PurePosixPath(n).name)]
+    complete = len(files) <= MAX_WALKED_FILES and len(tests) <= MAX_TEST_FILES
+    return tests[:MAX_TEST_FILES], complete
 
 
 def named_tests(request: str, workspace: Path, files: Sequence[str]) -> list[str]:
@@ -281,11 +287,12 @@ def _runner(
     read from the files on disk."""
     if any(_touches_tests(ctx.workspace, target) for _, target in over):
         return []
-    named = (
-        list(dict.fromkeys(target.partition("::")[0] for target in targets))
-        if targets
-        else find_test_files(ctx.workspace, ctx.policy)
-    )
+    if targets:
+        named = list(dict.fromkeys(target.partition("::")[0] for target in targets))
+    else:
+        named, complete = _test_files(ctx.workspace, ctx.policy)
+        if not complete:  # tests past the walk's end may be pytest's, and unittest runs a list
+            return []
     if not runs_with_unittest(ctx.workspace, named):
         return []
     return ["--unittest"] if targets else ["--unittest", *named]
