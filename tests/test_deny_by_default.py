@@ -644,6 +644,33 @@ def test_a_check_sees_of_opt_and_usr_local_etc_only_what_programs_use(home: Path
     assert f"{on_host}\n{local_etc}\n" in out, out
 
 
+def test_the_project_cannot_choose_what_a_check_sees_of_opt(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first version kept the /opt entries that commands on PATH lead into: an activated
+    ``.venv/bin``, or ``.`` on PATH, let the project's files name any entry of /opt. What a
+    check keeps is read from ld.so's configuration alone."""
+    hidden = [
+        entry
+        for entry in (sorted(Path("/opt").iterdir()) if os.path.isdir("/opt") else [])
+        if entry.is_dir() and not entry.is_symlink()
+    ]
+    shown = check(home, "import os\nprint(sorted(os.listdir('/opt')))\nassert False\n")
+    hidden = [entry for entry in hidden if entry.name not in shown]
+    if not hidden:
+        pytest.skip("this machine's /opt has no directory a check leaves out")
+    ws = home / "proj"
+    (ws / ".venv" / "bin").mkdir(parents=True)
+    (ws / ".venv" / "bin" / "leak").symlink_to(hidden[0] / "anything")
+    (ws / "leak").symlink_to(hidden[0])
+    monkeypatch.setenv(
+        "PATH", f"{ws / '.venv' / 'bin'}{os.pathsep}.{os.pathsep}{os.environ['PATH']}"
+    )
+    monkeypatch.chdir(ws)
+    out = check(home, f"import os\nprint(os.path.exists({str(hidden[0])!r}))\nassert False\n")
+    assert out.splitlines()[1] == "False", out
+
+
 def test_a_check_cannot_raise_its_own_limits(home: Path) -> None:
     code = (
         "import resource as r\n"
