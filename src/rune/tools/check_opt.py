@@ -68,7 +68,7 @@ def opt_entries(
         for entry in sorted(scan, key=lambda e: e.name):
             with contextlib.suppress(OSError):
                 if entry.is_symlink():
-                    links.append((Path(entry.path), _within(opt, os.readlink(entry.path))))
+                    links.append((Path(entry.path), _link_target(opt, os.readlink(entry.path))))
     kept: dict[Path, None] = {}
     for directory in libraries:
         for path in (os.path.normpath(directory), _resolved(directory)):
@@ -78,7 +78,7 @@ def opt_entries(
     return tuple(links), tuple(kept)
 
 
-def _within(opt: Path, target: str) -> str:
+def _link_target(opt: Path, target: str) -> str:
     """A link's ``target``, relative when it lies in ``opt``: bubblewrap builds the mounts
     under another root, where an absolute link leads out of the new ``/opt``, and a file
     bound through the link (an interpreter's ``/opt/python3/bin/python3``) has no parent."""
