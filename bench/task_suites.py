@@ -11,6 +11,9 @@ result is checked. No model and no Rune here: ``tasks.py`` (Rune) and ``aider_ta
   the pinned sdist is fetched from PyPI (sha256 verified) into a cache, unpacked into the
   workspace and the bug applied as an exact line replacement; the check runs the library's
   own test file, which must be unchanged.
+- ``multi``: two of the ``repo`` bugs planted at once in one library (``"multi"`` in
+  ``repo.json``), each with its own failing test, as a project with several bugs is; the check
+  runs both test files.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ SUITES_DIR = BENCH / "suites"
 ALGO = SUITES_DIR / "algo"
 SPEC = SUITES_DIR / "spec"
 REPO_SUITE = SUITES_DIR / "repo.json"
-SUITE_NAMES = ("bugs", "algo", "spec", "repo")
+SUITE_NAMES = ("bugs", "algo", "spec", "repo", "multi")
 CHECK_TIMEOUT_S = 20
 TEST_TIMEOUT_S = 180
 # What a check or a test run sees of the environment: the model's code never runs in the
@@ -201,11 +204,29 @@ class PlantedBug:
         )
 
 
+def several_request(bugs: Sequence[PlantedBug]) -> str:
+    """What a user reports when several tests fail: each test and its error, one a line."""
+    failing = "".join(f"- {bug.test} fails with: {bug.error}\n" for bug in bugs)
+    return (
+        f"These tests fail:\n{failing}"
+        "Find the bugs in the library code (the tests are right) and fix them."
+    )
+
+
+@dataclass(frozen=True)
+class BugGroup:
+    """Bugs of one library planted together (the ``multi`` suite)."""
+
+    id: str
+    bugs: tuple[PlantedBug, ...]
+
+
 @dataclass(frozen=True)
 class RepoSuite:
     pins: dict[str, Pin]
     bugs: list[PlantedBug]
     raw: dict[str, Any]
+    groups: tuple[BugGroup, ...] = ()
 
 
 def load_repo_suite(path: Path = REPO_SUITE) -> RepoSuite:
@@ -232,7 +253,17 @@ def load_repo_suite(path: Path = REPO_SUITE) -> RepoSuite:
     ids = [b.id for b in bugs]
     if len(set(ids)) != len(ids):
         raise SuiteError("bug ids repeat")
-    return RepoSuite(pins, bugs, raw)
+    by_id = {b.id: b for b in bugs}
+    groups: list[BugGroup] = []
+    for entry in raw.get("multi", []):
+        members = tuple(by_id[i] for i in entry["bugs"] if i in by_id)
+        if len(members) != len(entry["bugs"]) or len(members) < 2:
+            raise SuiteError(f"{entry['id']}: two or more known bugs are needed")
+        places = {(b.file, b.line) for b in members}
+        if len({b.package for b in members}) != 1 or len(places) != len(members):
+            raise SuiteError(f"{entry['id']}: bugs of one library, each on its own line")
+        groups.append(BugGroup(entry["id"], members))
+    return RepoSuite(pins, bugs, raw, tuple(groups))
 
 
 def cache_dir() -> Path:
@@ -333,23 +364,38 @@ def plant(bug: PlantedBug, workspace: Path) -> None:
 
 def repo_tasks(pattern: str = "*", suite: RepoSuite | None = None) -> list[Task]:
     loaded = suite or load_repo_suite()
-    tasks = []
-    for bug in loaded.bugs:
-        if not matches(bug.id, pattern):
-            continue
-        pin = loaded.pins[bug.package]
+    return [
+        planted_task("repo", bug.id, (bug,), bug.request(), loaded)
+        for bug in loaded.bugs
+        if matches(bug.id, pattern)
+    ]
 
-        def prepare(workspace: Path, bug: PlantedBug = bug, pin: Pin = pin) -> None:
-            shutil.copytree(fetch_sdist(pin), workspace, dirs_exist_ok=True)
+
+def multi_tasks(pattern: str = "*", suite: RepoSuite | None = None) -> list[Task]:
+    loaded = suite or load_repo_suite()
+    return [
+        planted_task("multi", group.id, group.bugs, several_request(group.bugs), loaded)
+        for group in loaded.groups
+        if matches(group.id, pattern)
+    ]
+
+
+def planted_task(
+    suite: str, name: str, bugs: tuple[PlantedBug, ...], request: str, loaded: RepoSuite
+) -> Task:
+    """The library of ``bugs`` (one package) with each of them planted; the check runs each
+    one's test file."""
+    pin = loaded.pins[bugs[0].package]
+
+    def prepare(workspace: Path) -> None:
+        shutil.copytree(fetch_sdist(pin), workspace, dirs_exist_ok=True)
+        for bug in bugs:
             plant(bug, workspace)
-            copy_venv(project_venv(), workspace / ".venv")
+        copy_venv(project_venv(), workspace / ".venv")
 
-        tests = (bug.test_file,)
-        command = pytest_command(tests)
-        tasks.append(
-            Task("repo", bug.id, bug.request(), prepare, passing(command), tests, command, True)
-        )
-    return tasks
+    tests = tuple(dict.fromkeys(bug.test_file for bug in bugs))
+    command = pytest_command(tests)
+    return Task(suite, name, request, prepare, passing(command), tests, command, True)
 
 
 def load_suite(name: str, pattern: str = "*") -> list[Task]:
@@ -361,6 +407,8 @@ def load_suite(name: str, pattern: str = "*") -> list[Task]:
         return dir_tasks("spec", SPEC, pattern)
     if name == "repo":
         return repo_tasks(pattern)
+    if name == "multi":
+        return multi_tasks(pattern)
     raise SuiteError(f"no suite {name!r}; one of {', '.join(SUITE_NAMES)}")
 
 

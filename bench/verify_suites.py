@@ -2,7 +2,9 @@
 sdist (sha256 checked) passes the bug's whole test file as published, and with the bug planted
 a test of that file fails. The first failing test and the first line of its error are what the
 task tells the model; ``--write`` records them in ``bench/suites/repo.json``, and without it
-the recorded ones must match what the run shows.
+the recorded ones must match what the run shows. Each group of the ``multi`` suite is planted
+whole, and each of its bugs' named tests must still fail with the error the task quotes (one bug
+must not hide another).
 
 usage: .venv/bin/python bench/verify_suites.py [--bugs 'toolz-*'] [--write]
 """
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from task_suites import (
     REPO_SUITE,
+    BugGroup,
     PlantedBug,
     RepoSuite,
     fetch_sdist,
@@ -83,6 +86,21 @@ def verify(bug: PlantedBug, suite: RepoSuite, passed: dict[tuple[str, str], bool
     return problems
 
 
+def verify_group(group: BugGroup, suite: RepoSuite) -> list[str]:
+    """What is wrong with ``group`` planted whole (empty: nothing)."""
+    problems: list[str] = []
+    with tempfile.TemporaryDirectory(prefix=f"verify-{group.id}-") as scratch:
+        workspace = Path(scratch) / "buggy"
+        shutil.copytree(fetch_sdist(suite.pins[group.bugs[0].package]), workspace)
+        for bug in group.bugs:
+            plant(bug, workspace)
+        for bug in group.bugs:
+            done = run_tests(workspace, pytest_command(["--tb=short", "-rf", bug.test]))
+            if done.returncode != 1 or first_failure(done.stdout) != (bug.test, bug.error):
+                problems.append(f"{bug.test} does not fail as recorded with the others planted")
+    return problems
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -106,11 +124,19 @@ def main() -> int:
             print(
                 f"ok   {bug.id:<34} {seconds:4.1f} s  {entry['test']}: {entry['error']}", flush=True
             )
+    groups = [g for g in suite.groups if matches(g.id, args.bugs)]
+    bad_groups = 0
+    for group in groups:
+        problems = verify_group(group, suite)
+        bad_groups += bool(problems)
+        print(f"{'BAD ' if problems else 'ok  '} {group.id}  {'; '.join(problems)}", flush=True)
     if args.write:
         REPO_SUITE.write_text(json.dumps(suite.raw, indent=1, ensure_ascii=False) + "\n")
     packages = {b.package for b in bugs}
     print(f"{len(bugs) - bad}/{len(bugs)} bugs verified in {len(packages)} packages")
-    return 1 if bad else 0
+    if groups:
+        print(f"{len(groups) - bad_groups}/{len(groups)} groups of bugs verified")
+    return 1 if bad or bad_groups else 0
 
 
 if __name__ == "__main__":

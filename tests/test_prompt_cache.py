@@ -96,3 +96,45 @@ def test_a_long_first_prompt_is_not_saved(slots: Path, monkeypatch: pytest.Monke
     first, _ = ask(slots, "Say yes.")
     assert first.usage.prompt_tokens is not None and first.usage.prompt_tokens > 64
     assert list(slots.iterdir()) == []
+
+
+def test_a_side_request_from_the_conversation_s_opening_leaves_its_cache_whole() -> None:
+    """A repair's samples start again from the system message and the request (the
+    conversation's opening) and then the conversation goes on. The server keeps the
+    conversation's state in its host-memory cache across those requests and takes it back:
+    the next turn reads only its own new tokens, not every turn since the opening again."""
+    model_path = demo_model_path()
+    if model_path is None:
+        unavailable("the demo model is not installed")
+    try:
+        server = EmbeddedLlamaServer(model_path, ctx=2048)
+        server.start()
+    except RuneError as err:
+        unavailable(str(err))
+    options = {"temperature": 0, "num_predict": 4}
+    try:
+        with OpenAICompatTransport(server.base_url) as transport:
+            opening = [
+                {"role": "system", "content": SHARED},
+                {"role": "user", "content": "Say yes."},
+            ]
+            first = transport.chat(server.model, opening, options=options)
+            conversation = [
+                *opening,
+                {"role": "assistant", "content": str(first.message.get("content") or "")},
+                {"role": "user", "content": " ".join(f"Step {n} went well." for n in range(60))},
+            ]
+            second = transport.chat(server.model, conversation, options=options)
+            for seed in (1, 2):  # two samples from the opening
+                side = [*opening, {"role": "user", "content": f"Sample {seed}."}]
+                transport.chat(server.model, side, options={**options, "seed": seed})
+            conversation += [
+                {"role": "assistant", "content": str(second.message.get("content") or "")},
+                {"role": "user", "content": "Go on."},
+            ]
+            third = transport.chat(server.model, conversation, options=options)
+    finally:
+        server.stop()
+    before = second.usage.prompt_tokens
+    assert before is not None
+    assert cached(third) >= before  # the whole earlier conversation came from the cache

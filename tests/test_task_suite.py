@@ -37,6 +37,7 @@ from task_suites import (
     is_test_file,
     load_repo_suite,
     load_suite,
+    multi_tasks,
     passing,
     plant,
     pytest_command,
@@ -143,6 +144,41 @@ def test_a_bug_that_is_not_one_line_or_names_no_test_file_is_refused(tmp_path: P
     ]:
         broken = json.loads(json.dumps(raw))
         broken["bugs"][0].update(change)
+        path = tmp_path / "repo.json"
+        path.write_text(json.dumps(broken))
+        with pytest.raises(SuiteError, match=complaint):
+            load_repo_suite(path)
+
+
+def test_the_multi_suite_plants_bugs_of_one_library_each_with_its_own_test() -> None:
+    suite = load_repo_suite()
+    assert len(suite.groups) >= 4
+    tasks = {t.name: t for t in multi_tasks()}
+    assert list(tasks) == [g.id for g in suite.groups]
+    for group in suite.groups:
+        task = tasks[group.id]
+        assert len({b.package for b in group.bugs}) == 1 and len(group.bugs) >= 2
+        assert len({b.test for b in group.bugs}) == len(group.bugs)
+        assert task.tests == tuple(dict.fromkeys(b.test_file for b in group.bugs))
+        for bug in group.bugs:
+            assert f"- {bug.test} fails with: {bug.error}\n" in task.request
+        assert task.request.endswith("(the tests are right) and fix them.")
+
+
+def test_a_group_of_bugs_of_two_libraries_or_on_one_line_is_refused(tmp_path: Path) -> None:
+    raw = json.loads(REPO_SUITE.read_text())
+    by_package: dict[str, list[str]] = {}
+    for bug in raw["bugs"]:
+        by_package.setdefault(bug["package"], []).append(bug["id"])
+    two, one = list(by_package.values())[:2]
+    for bugs, complaint in [
+        ([two[0], one[0]], "bugs of one library"),
+        ([two[0], two[0]], "each on its own line"),
+        ([two[0]], "two or more"),
+        ([two[0], "no-such-bug"], "two or more"),
+    ]:
+        broken = json.loads(json.dumps(raw))
+        broken["multi"] = [{"id": "g", "bugs": bugs}]
         path = tmp_path / "repo.json"
         path.write_text(json.dumps(broken))
         with pytest.raises(SuiteError, match=complaint):

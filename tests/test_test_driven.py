@@ -978,6 +978,49 @@ def test_a_sample_that_makes_fewer_tests_fail_takes_the_place_of_a_stuck_change(
     assert seeds == [FIRST_SEED + k for k in range(SAMPLES + 2)]
 
 
+NEG = "def neg(x):\n    return x\n"
+NEG_FIXED = "def neg(x):\n    return -x\n"
+TEST_NEG = """\
+import unittest
+
+from calc.signs import neg
+
+
+class TestNeg(unittest.TestCase):
+    def test_neg(self):
+        self.assertEqual(neg(2), -2)
+"""
+
+
+@needs_bwrap
+def test_a_change_that_fixes_its_own_test_and_leaves_another_bug_s_is_taken_as_it_is(
+    ws: Path,
+) -> None:
+    """Two bugs, each with its failing test: the change that fixes one leaves the other test
+    failing as before. No sample could fix both in its place: none is drawn, and the run goes
+    on to the second bug. (A change that leaves another test failing otherwise than before
+    still earns a repair: the test above, where ``return 1`` moves test_negative's error.)"""
+    (ws / "calc" / "signs.py").write_text(NEG)
+    (ws / "tests" / "test_signs.py").write_text(TEST_NEG)
+    transport = ScriptedTransport(
+        [
+            change(FIXED),  # add() fixed; test_neg still fails as it did
+            turn(
+                tool="replace_function",
+                arguments={"path": "calc/signs.py", "name": "neg", "code": NEG_FIXED},
+            ),
+        ]
+    )
+    task = "Two tests fail. Fix the bugs in calc (the tests are right)."
+    loop = runtime(ws, transport)
+    resp = approve_all(loop, loop.run([{"role": "user", "content": task}]))
+    assert resp.success and resp.incomplete is None, resp.text
+    assert (ws / "calc" / "ops.py").read_text() == FIXED
+    assert (ws / "calc" / "signs.py").read_text() == NEG_FIXED
+    assert len(transport.requests) == 2  # no sample, no rewrite afresh
+    assert not any("other changes" in w for w in resp.warnings)
+
+
 def test_a_tally_is_read_from_either_runner_s_summary() -> None:
     assert tally("the tests failed (Ran 6 tests in 0.001s: FAILED (failures=3))\n\n") == (6, 3)
     assert tally("the tests failed (Ran 4 tests in 0s: FAILED (failures=1, errors=2))") == (4, 3)

@@ -22,7 +22,9 @@ code (a name it never imported) shows nothing either.
 When the check is a test run and no sample passes, the sample that leaves the fewest tests
 failing takes the reply's place when that is fewer than the code as it is (or the reply)
 leaves, of as many tests run (:func:`rune.tools.testing.tally`): a spec's test file grades a
-change test by test, and the model goes on from the better code.
+change test by test, and the model goes on from the better code. No repair starts for a reply
+that makes fewer tests fail and leaves each other test failing as it failed on the code the run
+found: the rest is another bug's, and no change in the reply's place could fix that one too.
 
 Nothing else changes: the change is the model's own, the user approves it like any other, and
 the model still checks it before it may answer. A repair's samples belong to the step they
@@ -33,6 +35,7 @@ MAX_MORE_REPAIRS) * SAMPLES`` model calls.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -128,6 +131,20 @@ def progress(tally: Tally | None, baseline: Tally | None) -> bool:
         and baseline is not None
         and tally[0] == baseline[0]
         and tally[1] < baseline[1]
+    )
+
+
+def only_others_fail(own: Trial, before: Trial, now: Tally | None) -> bool:
+    """Whether the change ``own`` was tried as makes fewer tests fail than the code as it is
+    (``now``), and each test it leaves failing fails as it did on the code as the run found
+    it (``before``): the change fixed what it set out to and moved nothing else. What still
+    fails is another bug's (a project with a bug in each of three modules); no one change in
+    its place could pass every test, so samples drawn for that are calls spent for nothing
+    (three steps of nine calls each, where three calls fixed all three)."""
+    if not own.made or own.failing is None or before.failing is None:
+        return False
+    return progress(testing.tally(own.report), now) and not (
+        Counter(own.failing) - Counter(before.failing)
     )
 
 

@@ -79,6 +79,8 @@ class SampledRepair(Assist):
             # tell a fix from another change (a small model asserted the buggy behaviour).
             # Or the check is broken itself: nothing the project does can pass it.
             return call
+        if repair.only_others_fail(own, before, testing.tally(check.error or "")):
+            return call
         memory = self.memory(state)
         # A later repair asks from the same fresh start: the same seeds would draw the very
         # same samples again (a spec task redrew six identical ones, 75 s for nothing).

@@ -134,13 +134,16 @@ class Trial:
     tool would have said (its output, or its error as the model would see it). ``made``:
     False when the change itself could not be made (``report`` says why; nothing ran).
     ``asserted``: it failed at one of its asserts (the code ran and gave another value);
-    ``own_fault``: it failed in its own code (a name it never defined, bad syntax)."""
+    ``own_fault``: it failed in its own code (a name it never defined, bad syntax).
+    ``failing``: for a test run, each failing test's title and the first line of its error
+    (None: not a test run, or one whose failures could not be told apart)."""
 
     passed: bool
     report: str
     made: bool = True
     asserted: bool = False
     own_fault: bool = False
+    failing: tuple[tuple[str, str], ...] | None = None
 
 
 @runtime_checkable

@@ -377,6 +377,7 @@ def verdict(outcome: Outcome, workspace: Path) -> Trial:
         passed=False,
         report=_digest(report, failures, workspace),
         asserted=any(f.error and f.error[0].startswith("AssertionError") for f in failures),
+        failing=tuple((f.title, f.error[0] if f.error else "") for f in failures),
     )
 
 
