@@ -79,7 +79,8 @@ class SampledRepair(Assist):
             # tell a fix from another change (a small model asserted the buggy behaviour).
             # Or the check is broken itself: nothing the project does can pass it.
             return call
-        if repair.only_others_fail(own, before, testing.tally(check.error or "")):
+        now = testing.tally(check.error or "")  # the code as it is
+        if repair.only_others_fail(own, before, now):
             return call
         memory = self.memory(state)
         # A later repair asks from the same fresh start: the same seeds would draw the very
@@ -125,7 +126,7 @@ class SampledRepair(Assist):
             if loop.executor.is_mutating(e.name)
         )
         # what a sample must do better than: the code as it is, and the reply when it was made
-        baseline = testing.tally(check.error or "")
+        baseline = now
         if own.made and repair.progress(testing.tally(own.report), baseline):
             baseline = testing.tally(own.report)
         # A majority of samples that merely move the assert may break a check too strict to
