@@ -58,6 +58,14 @@ def _containment() -> tuple[str, bool, bool]:
     return (how if works else f"NOT ACTIVE ({how})"), works, seccomp
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``scripts/test``) the tests marked ``live`` run in one worker: they
+    share the session's model server and the pulled model's directory (``--dist loadgroup``)."""
+    for item in items:
+        if item.get_closest_marker("live") is not None:
+            item.add_marker(pytest.mark.xdist_group("live"))
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A test marked ``bwrap`` or ``seccomp`` skips where that containment does not work, and
     fails under ``CI=true``: CI must test the sandbox, not skip it silently."""

@@ -78,13 +78,15 @@ class Installed:
     def env(self) -> dict[str, str]:
         """A user's shell: the venv first on PATH, a temp HOME, data and config in temp dirs.
 
-        Colour settings are dropped: NO_COLOR changes what the TUI snapshots render.
+        Colour settings are dropped: NO_COLOR changes what the TUI snapshots render; and
+        pytest's own (PYTEST_XDIST_WORKER made the inner pytest's snapshot plugin act as a
+        worker of the outer one).
         """
         dropped = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "NO_COLOR", "FORCE_COLOR")
         environment = {
             k: v
             for k, v in os.environ.items()
-            if k not in dropped and not k.startswith(("RUNE_", "TEXTUAL"))
+            if k not in dropped and not k.startswith(("RUNE_", "TEXTUAL", "PYTEST_"))
         }
         environment.update(
             HOME=str(self.home),
