@@ -1021,6 +1021,38 @@ def test_a_change_that_fixes_its_own_test_and_leaves_another_bug_s_is_taken_as_i
     assert not any("other changes" in w for w in resp.warnings)
 
 
+@needs_bwrap
+def test_a_repair_stops_at_the_first_sample_that_fixes_its_own_test_and_leaves_the_other_s(
+    ws: Path,
+) -> None:
+    """Two bugs: the model's change to add() is wrong, so a repair draws samples. The first
+    that fixes add() and leaves test_neg failing as before is all a change in its place could
+    do: the drawing stops there (the script holds no more samples), and the run goes on to
+    the second bug."""
+    (ws / "calc" / "signs.py").write_text(NEG)
+    (ws / "tests" / "test_signs.py").write_text(TEST_NEG)
+    transport = ScriptedTransport(
+        [
+            change(WRONG),  # test_add fails otherwise than before: a repair
+            change(WRONG),  # the first sample: the reply again, not tried twice
+            change(FIXED),  # the second: test_neg alone fails, as it did
+            turn(
+                tool="replace_function",
+                arguments={"path": "calc/signs.py", "name": "neg", "code": NEG_FIXED},
+            ),
+        ]
+    )
+    task = "Two tests fail. Fix the bugs in calc (the tests are right)."
+    loop = runtime(ws, transport)
+    resp = approve_all(loop, loop.run([{"role": "user", "content": task}]))
+    assert resp.success and resp.incomplete is None, resp.text
+    assert (ws / "calc" / "ops.py").read_text() == FIXED
+    assert (ws / "calc" / "signs.py").read_text() == NEG_FIXED
+    assert len(transport.requests) == 4
+    fewer = "none of 2 other changes it wrote passes them; this one, written from a fresh start"
+    assert any(fewer in w and "leaves 1 failing instead of 2" in w for w in resp.warnings)
+
+
 def test_a_tally_is_read_from_either_runner_s_summary() -> None:
     assert tally("the tests failed (Ran 6 tests in 0.001s: FAILED (failures=3))\n\n") == (6, 3)
     assert tally("the tests failed (Ran 4 tests in 0s: FAILED (failures=1, errors=2))") == (4, 3)

@@ -25,6 +25,7 @@ leaves, of as many tests run (:func:`rune.tools.testing.tally`): a spec's test f
 change test by test, and the model goes on from the better code. No repair starts for a reply
 that makes fewer tests fail and leaves each other test failing as it failed on the code the run
 found: the rest is another bug's, and no change in the reply's place could fix that one too.
+For the same reason the drawing stops at the first candidate that does so.
 
 Nothing else changes: the change is the model's own, the user approves it like any other, and
 the model still checks it before it may answer. A repair's samples belong to the step they
@@ -160,13 +161,15 @@ def pick(
     stuck: bool,
     tried: set[str],
     baseline: Tally | None = None,
+    enough: Callable[[Trial], bool] | None = None,
 ) -> Pick:
     """The first sample that passes the check; else the one that leaves the fewest tests
     failing when that is fewer than ``baseline`` (the code as it is, or the reply: a test
-    suite grades a change tests at a time; the first drawn on a tie); else, for a ``stuck``
-    reply that failed at an assert (``own``), the sample most others agree with among those
-    that move the assert's report (the first drawn on a tie: the model's own majority, as in
-    self-consistency). Samples in ``tried`` (signatures) are not tried again."""
+    suite grades a change tests at a time; the first drawn on a tie), the drawing stopped at
+    one whose trial is ``enough`` (all one change can do: :func:`only_others_fail`); else, for
+    a ``stuck`` reply that failed at an assert (``own``), the sample most others agree with
+    among those that move the assert's report (the first drawn on a tie: the model's own
+    majority, as in self-consistency). Samples in ``tried`` (signatures) are not tried again."""
     drawn = 0
     moved: dict[str, list[ConstrainedCall]] = {}
     fewest: tuple[Tally, ConstrainedCall] | None = None
@@ -186,6 +189,8 @@ def pick(
             if progress(tally, fewest[0] if fewest else baseline):
                 assert tally is not None
                 fewest = (tally, sample)
+                if enough is not None and enough(trial):
+                    break
             if stuck and own.asserted and trial.asserted and trial.report != own.report:
                 moved.setdefault(trial.report, []).append(sample)
     except RuneError as err:

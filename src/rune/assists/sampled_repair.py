@@ -136,7 +136,17 @@ class SampledRepair(Assist):
         stuck = own.report == check.error and (
             check.source == LOOP_SOURCE or not written_afresh(state, call)
         )
-        found = repair.pick(samples, attempt, own, stuck=stuck, tried=tried, baseline=baseline)
+        found = repair.pick(
+            samples,
+            attempt,
+            own,
+            stuck=stuck,
+            tried=tried,
+            baseline=baseline,
+            # with two bugs no change passes every test: one that fixes its own is all a
+            # candidate can do (the multi suite drew all 14 candidates at every repair)
+            enough=lambda trial: repair.only_others_fail(trial, before, now),
+        )
         if found.error is not None:
             loop.note(state, f"could not ask the model for other changes: {found.error}")
         if found.call is None:
