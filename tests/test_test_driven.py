@@ -992,6 +992,25 @@ class TestNeg(unittest.TestCase):
 """
 
 
+def fix_two_bugs(ws: Path, *replies: dict[str, Any]) -> tuple[Any, ScriptedTransport]:
+    """A run over two bugs, add() in calc/ops.py and neg() in calc/signs.py, each failing its
+    own test: the model's ``replies``, then neg() fixed. Both must end fixed."""
+    (ws / "calc" / "signs.py").write_text(NEG)
+    (ws / "tests" / "test_signs.py").write_text(TEST_NEG)
+    fix_neg = turn(
+        tool="replace_function",
+        arguments={"path": "calc/signs.py", "name": "neg", "code": NEG_FIXED},
+    )
+    transport = ScriptedTransport([*replies, fix_neg])
+    task = "Two tests fail. Fix the bugs in calc (the tests are right)."
+    loop = runtime(ws, transport)
+    resp = approve_all(loop, loop.run([{"role": "user", "content": task}]))
+    assert resp.success and resp.incomplete is None, resp.text
+    assert (ws / "calc" / "ops.py").read_text() == FIXED
+    assert (ws / "calc" / "signs.py").read_text() == NEG_FIXED
+    return resp, transport
+
+
 @needs_bwrap
 def test_a_change_that_fixes_its_own_test_and_leaves_another_bug_s_is_taken_as_it_is(
     ws: Path,
@@ -1000,23 +1019,7 @@ def test_a_change_that_fixes_its_own_test_and_leaves_another_bug_s_is_taken_as_i
     failing as before. No sample could fix both in its place: none is drawn, and the run goes
     on to the second bug. (A change that leaves another test failing otherwise than before
     still earns a repair: the test above, where ``return 1`` moves test_negative's error.)"""
-    (ws / "calc" / "signs.py").write_text(NEG)
-    (ws / "tests" / "test_signs.py").write_text(TEST_NEG)
-    transport = ScriptedTransport(
-        [
-            change(FIXED),  # add() fixed; test_neg still fails as it did
-            turn(
-                tool="replace_function",
-                arguments={"path": "calc/signs.py", "name": "neg", "code": NEG_FIXED},
-            ),
-        ]
-    )
-    task = "Two tests fail. Fix the bugs in calc (the tests are right)."
-    loop = runtime(ws, transport)
-    resp = approve_all(loop, loop.run([{"role": "user", "content": task}]))
-    assert resp.success and resp.incomplete is None, resp.text
-    assert (ws / "calc" / "ops.py").read_text() == FIXED
-    assert (ws / "calc" / "signs.py").read_text() == NEG_FIXED
+    resp, transport = fix_two_bugs(ws, change(FIXED))  # test_neg still fails as it did
     assert len(transport.requests) == 2  # no sample, no rewrite afresh
     assert not any("other changes" in w for w in resp.warnings)
 
@@ -1029,25 +1032,12 @@ def test_a_repair_stops_at_the_first_sample_that_fixes_its_own_test_and_leaves_t
     that fixes add() and leaves test_neg failing as before is all a change in its place could
     do: the drawing stops there (the script holds no more samples), and the run goes on to
     the second bug."""
-    (ws / "calc" / "signs.py").write_text(NEG)
-    (ws / "tests" / "test_signs.py").write_text(TEST_NEG)
-    transport = ScriptedTransport(
-        [
-            change(WRONG),  # test_add fails otherwise than before: a repair
-            change(WRONG),  # the first sample: the reply again, not tried twice
-            change(FIXED),  # the second: test_neg alone fails, as it did
-            turn(
-                tool="replace_function",
-                arguments={"path": "calc/signs.py", "name": "neg", "code": NEG_FIXED},
-            ),
-        ]
+    resp, transport = fix_two_bugs(
+        ws,
+        change(WRONG),  # test_add fails otherwise than before: a repair
+        change(WRONG),  # the first sample: the reply again, not tried twice
+        change(FIXED),  # the second: test_neg alone fails, as it did
     )
-    task = "Two tests fail. Fix the bugs in calc (the tests are right)."
-    loop = runtime(ws, transport)
-    resp = approve_all(loop, loop.run([{"role": "user", "content": task}]))
-    assert resp.success and resp.incomplete is None, resp.text
-    assert (ws / "calc" / "ops.py").read_text() == FIXED
-    assert (ws / "calc" / "signs.py").read_text() == NEG_FIXED
     assert len(transport.requests) == 4
     fewer = "none of 2 other changes it wrote passes them; this one, written from a fresh start"
     assert any(fewer in w and "leaves 1 failing instead of 2" in w for w in resp.warnings)
