@@ -144,7 +144,7 @@ class SampledRepair(Assist):
             tried=tried,
             baseline=baseline,
             # with two bugs no change passes every test: one that fixes its own is all a
-            # candidate can do (the multi suite drew all 14 candidates at every repair)
+            # candidate can do (every repair of the multi suite drew all its candidates)
             enough=lambda trial: repair.only_others_fail(trial, before, now),
         )
         if found.error is not None:
