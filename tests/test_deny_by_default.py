@@ -317,6 +317,24 @@ def test_a_venv_that_is_a_symlink_to_home_binds_nothing_of_it(home: Path) -> Non
     assert SECRET not in out, out
 
 
+def test_an_environment_elsewhere_shows_a_check_only_its_python_layout(
+    home: Path, tmp_path: Path
+) -> None:
+    """A venv made in place in another project (``python -m venv .``) holds that project's
+    files beside ``bin`` and ``lib``; a cloned repository's ``.venv`` may be a link to it. A
+    check runs with its packages and sees nothing else of that directory."""
+    other = tmp_path / "work/client-app"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(other)], check=True)
+    plant(other / ".env")
+    plant(other / "notes/plan.txt")
+    packages = next((other / "lib").glob("python3*/site-packages"))
+    (packages / "helper.py").write_text("VALUE = 42\n")
+    (home / "proj/.venv").symlink_to(other)
+    code = walk(str(other)) + "\nimport helper, sys\nassert helper.VALUE == 42, sys.path"
+    out = check(home, code)
+    assert SECRET not in out and "[exit code 0]" in out, out
+
+
 def test_the_repairs_trials_see_the_same_layout(home: Path, tmp_path: Path) -> None:
     from rune.tools import checks
 

@@ -43,15 +43,17 @@ def venv(path: Path, base: Path) -> Path:
     return path / "bin/python"
 
 
-def test_a_venv_comes_whole_and_of_its_pyenv_base_only_the_python_parts(tmp_path: Path) -> None:
+def test_a_venv_and_its_pyenv_base_come_only_in_their_python_parts(tmp_path: Path) -> None:
     home = tmp_path / "home"
     prefix = home / ".pyenv/versions/3.11.7"
     base = install(prefix)
     (prefix / "bin/python3").symlink_to("python3.11")
     (prefix / "secrets.txt").write_text("not Python's\n")
     python = venv(tmp_path / "ws/.venv", prefix / "bin/python3")
+    (tmp_path / "ws/.venv/notes.txt").write_text("not the environment's\n")
     assert runtime_dirs(python, home) == [
-        tmp_path / "ws/.venv",
+        tmp_path / "ws/.venv/bin",
+        tmp_path / "ws/.venv/pyvenv.cfg",
         prefix / "lib/libpython3.11.so.1.0",
         prefix / "lib/python3.11",
         base,
@@ -59,12 +61,33 @@ def test_a_venv_comes_whole_and_of_its_pyenv_base_only_the_python_parts(tmp_path
     ]
 
 
-def test_a_conda_environment_comes_whole(tmp_path: Path) -> None:
+def test_a_conda_environment_comes_in_the_parts_its_packages_use(tmp_path: Path) -> None:
     home = tmp_path / "home"
     env = home / "miniconda3/envs/app"
     binary = install(env)
     (env / "conda-meta").mkdir()
-    assert runtime_dirs(binary, home) == [env]
+    (env / "etc/jupyter").mkdir(parents=True)
+    parts = ["bin", "lib", "share", "conda-meta"]
+    assert runtime_dirs(binary, home) == [env / part for part in parts]
+
+
+def test_an_environments_links_are_bound_only_where_they_stay_inside_it(tmp_path: Path) -> None:
+    """``lib64 -> lib`` (as ``python -m venv`` makes it) is kept, at its own path; a link the
+    model put in the project's ``.venv`` that leads out of it (to a secret directory) is not
+    followed."""
+    home = tmp_path / "home"
+    base = install(tmp_path / "opt/py")
+    python = venv(tmp_path / "ws/.venv", base)
+    (tmp_path / "ws/.venv/lib").mkdir()
+    (tmp_path / "ws/.venv/lib64").symlink_to("lib")
+    (home / ".aws").mkdir(parents=True)
+    (tmp_path / "ws/.venv/include").symlink_to(home / ".aws")
+    (tmp_path / "ws/.venv/share").symlink_to(tmp_path / "ws/.venv")
+    found = runtime_dirs(python, home)
+    assert found[:3] == [tmp_path / "ws/.venv" / part for part in ("bin", "lib", "pyvenv.cfg")]
+    assert tmp_path / "ws/.venv/lib64" in found  # a link, bound (to lib) at its own path
+    assert not any(path.is_relative_to(home) for path in found), found
+    assert tmp_path / "ws/.venv" not in found and tmp_path / "ws/.venv/share" not in found
 
 
 def test_a_shared_prefix_gives_only_its_python_parts(tmp_path: Path) -> None:
@@ -86,7 +109,8 @@ def test_a_forged_pyvenv_home_that_is_no_installation_is_not_bound(tmp_path: Pat
     (home / ".aws/bin").mkdir(parents=True)
     (tmp_path / "ws/.venv/pyvenv.cfg").write_text(f"home = {home / '.aws/bin'}\n")
     parts = [tmp_path / "opt/py/lib/libpython3.11.so.1.0", tmp_path / "opt/py/lib/python3.11"]
-    assert runtime_dirs(python, home) == [tmp_path / "ws/.venv", *parts, base]
+    own = [tmp_path / "ws/.venv/bin", tmp_path / "ws/.venv/pyvenv.cfg"]
+    assert runtime_dirs(python, home) == [*own, *parts, base]
 
 
 def test_the_launcher_sets_every_limit_and_runs_the_command() -> None:
@@ -320,7 +344,8 @@ def test_an_entry_point_script_brings_its_interpreter(tmp_path: Path) -> None:
     script = tool / "bin/mcp-srv"
     script.write_text(f"#!{python}\nfrom srv import main\nmain()\n")
     assert runtime_dirs(script, home) == [
-        tool,
+        tool / "bin",
+        tool / "pyvenv.cfg",
         prefix / "lib/libpython3.11.so.1.0",
         prefix / "lib/python3.11",
         base,

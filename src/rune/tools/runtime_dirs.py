@@ -7,12 +7,15 @@ the installation it was made from, which often lie under home (pyenv, conda, uv,
 to the project). They are found statically, never by running the interpreter outside the
 sandbox: a project's ``.venv`` is the model's to change (a ``.pth`` file runs code at start).
 
-Only an environment is bound whole: a virtual environment (``pyvenv.cfg``) or a conda
-environment (``conda-meta``), which hold one environment and nothing else, and never home, a
-directory holding it, ``~/.local`` or another directory under home that other programs share
-(:data:`SHARED_UNDER_HOME`). Of any other installation (a pyenv or uv Python, a ``--prefix``
-install into a shared directory) only the Python parts are bound: ``lib/pythonX.Y``,
-``lib/libpython*``, ``include/pythonX.Y`` and the interpreter binary itself.
+Deny by default here too: of an environment (a virtual environment, ``pyvenv.cfg``, or a
+conda environment, ``conda-meta``) only the parts its interpreter and packages use
+(:data:`ENVIRONMENT_PARTS`: ``bin``, ``lib``, ``pyvenv.cfg``, ...), never what else its
+directory holds (a venv made in place in a project, ``python -m venv .``, sits among that
+project's files), and never home, a directory holding it, ``~/.local`` or another directory
+under home that other programs share (:data:`SHARED_UNDER_HOME`). Of any other installation
+(a pyenv or uv Python, a ``--prefix`` install into a shared directory) only the Python parts
+are bound: ``lib/pythonX.Y``, ``lib/libpython*``, ``include/pythonX.Y`` and the interpreter
+binary itself.
 """
 
 from __future__ import annotations
@@ -22,8 +25,13 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-#: directories under home that are shared by many programs: never bound whole
+#: directories under home that are shared by many programs: never bound as an environment
 SHARED_UNDER_HOME = (".local", ".local/share", ".local/lib", ".config", ".cache", "bin")
+#: what of an environment its interpreter and packages use: the programs and entry points, the
+#: packages (``lib``, and ``lib64``, a link to it where the platform's libraries go there), C
+#: headers, packages' data files, the venv's configuration, conda's record of what it holds and
+#: its certificates; the rest of the directory is not bound
+ENVIRONMENT_PARTS = ("bin", "lib", "lib64", "include", "share", "pyvenv.cfg", "conda-meta", "ssl")
 #: the longest chain of symlinks followed from an executable
 MAX_LINKS = 16
 
@@ -74,17 +82,37 @@ def _is_installation(prefix: Path) -> bool:
 
 
 def dedicated(path: Path, home: Path) -> bool:
-    """Whether ``path`` may be bound whole: not ``/``, not home or a directory above it, not
-    one of the directories under home that other programs share (:data:`SHARED_UNDER_HOME`)."""
+    """Whether ``path`` may be bound as an environment (:func:`_environment_parts`): not
+    ``/``, not home or a directory above it, not one of the directories under home that other
+    programs share (:data:`SHARED_UNDER_HOME`)."""
     if path == Path("/") or home.is_relative_to(path):
         return False
     return not any(path == home / shared for shared in SHARED_UNDER_HOME)
 
 
 def _environment(prefix: Path, home: Path) -> bool:
-    """Whether ``prefix`` is an environment of its own, bound whole."""
+    """Whether ``prefix`` is an environment of its own, bound in its environment's parts."""
     own = (prefix / "pyvenv.cfg").is_file() or (prefix / "conda-meta").is_dir()
     return own and dedicated(prefix, home)
+
+
+def _environment_parts(prefix: Path) -> tuple[list[Path], list[Path]]:
+    """The :data:`ENVIRONMENT_PARTS` of the environment ``prefix`` (a real path) that are there:
+    the entries themselves, and the links among them that lead to another place in it
+    (``lib64 -> lib``), bound at their own path. A link that leads out of the environment is
+    not followed: the project's ``.venv`` is the model's, and it may point anywhere."""
+    entries: list[Path] = []
+    links: list[Path] = []
+    for name in ENVIRONMENT_PARTS:
+        part = prefix / name
+        if not os.path.islink(part):
+            if os.path.exists(part):
+                entries.append(part)
+            continue
+        target = _real(part)
+        if target is not None and target != prefix and target.is_relative_to(prefix):
+            links.append(part)
+    return entries, links
 
 
 def _python_parts(prefix: Path) -> list[Path]:
@@ -137,16 +165,18 @@ def runtime_dirs(
 ) -> list[Path]:
     """What ``executable`` (a path, as the run will name it) needs bound to start: the virtual
     environment any hop of its symlinks lies in and that environment's base installation, and
-    the installation its real file belongs to, with the real file itself. An environment comes
-    whole; of another installation only its Python parts. Existing paths, real (resolved),
-    except the symlinks on the way to the real file that lie outside all of those: they come
-    last, as named, for a bind of their target at their own path (``bin/python3`` ->
+    the installation its real file belongs to, with the real file itself. Of an environment
+    only its :data:`ENVIRONMENT_PARTS`; of another installation only its Python parts.
+    Existing paths, real (resolved), except links that come as named, for a bind of their
+    target at their own path: an environment's links inside it (``lib64 -> lib``), and last
+    the symlinks on the way to the real file that lie outside all of those (``bin/python3`` ->
     ``python3.11`` in a pyenv version, of which only the real binary is bound). A real file
     outside those installations is bound only when it is a program (:func:`_is_program`), or
     with ``any_file`` (a file the user's own configuration names); else nothing more is (the
     run then cannot start it). For a ``script`` (an entry point in a venv's ``bin``) the same
     for the interpreter its ``#!`` names, which must be a program."""
     found: list[Path] = []
+    inner_links: list[Path] = []
     prefixes: list[Path] = []
     chain = _link_chain(executable)
     for hop in chain:
@@ -164,10 +194,12 @@ def runtime_dirs(
         if real_prefix is None or not _is_installation(real_prefix):
             continue
         if _environment(real_prefix, home):
-            found.append(real_prefix)
+            entries, links = _environment_parts(real_prefix)
+            found += entries
+            inner_links += links
         else:
             found += _python_parts(real_prefix)
-    found = _unique_real(found)
+    found = [*_unique_real(found), *inner_links]
     if real is not None and not any(real.is_relative_to(d) for d in found):
         if not (any_file or _is_program(real)):
             # The project's .venv is the model's: its python may name any file (a link, a
