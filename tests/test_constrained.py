@@ -336,23 +336,3 @@ def test_a_regex_backslash_b_written_as_json_backspace_is_the_regex(project: Pat
         check=True,
     )
     assert words.stdout.strip() == "Active Record"
-
-
-def test_a_turn_leaves_out_the_tools_it_may_not_call_unless_it_could_be_nothing(
-    project: Path,
-) -> None:
-    from rune.runtime.protocols import ConstrainedProtocol
-
-    specs = executor(project).specs()
-    protocol = ConstrainedProtocol(specs, "ollama-native")
-
-    def schema(answer: bool, withheld: set[str]) -> Any:
-        kwargs = {"think": None, "options": None, "sink": ev.ignore}
-        return protocol.request([], **kwargs, answer=answer, withheld=withheld).response_schema
-
-    kept = [spec for spec in specs if spec.name != "read_file"]
-    assert schema(True, {"read_file", "no_such_tool"}) == turn_schema(kept)
-    assert schema(False, {"read_file"}) == turn_schema(kept, answer=False)
-    every = {spec.name for spec in specs}
-    assert schema(False, every) == turn_schema(specs, answer=False)
-    assert schema(True, every) == {"anyOf": [turn_schema([])["anyOf"][0]]}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +61,6 @@ class LineProtocol:
         options: Mapping[str, Any] | None,
         sink: DeltaSink,
         answer: bool,
-        withheld: Collection[str] = frozenset(),
     ) -> ChatRequest:
         stop = {**(options or {}), "stop": ["\n\n"]}
         return ChatRequest(messages, think=think, options=stop, on_delta=sink)

@@ -113,11 +113,6 @@ def assists_for(
         def auto_checks(request: str) -> AutoCheck | None:
             return auto_check(request, workspace, policy)
 
-    from rune.operator.blocks import is_small_workspace
-
-    def shown() -> bool:
-        return is_small_workspace(executor.workspace, executor.policy)
-
     return standard_assists(
         auto_checks=auto_checks,
         trials=executor,
@@ -125,7 +120,6 @@ def assists_for(
         unchanged=True,
         reask=True,
         ends_on_proof=True,
-        shown=shown,
     )
 
 

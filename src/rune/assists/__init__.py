@@ -1,7 +1,6 @@
 """Small-model help as a layer over the loop (:mod:`rune.runtime.assist` is the seam).
 
 Each assist is one module: :mod:`~rune.assists.tests` (tests drive the loop),
-:mod:`~rune.assists.shown` (a first turn acts on the files shown, not look at them),
 :mod:`~rune.assists.keep` (a change that breaks passing tests is not made),
 :mod:`~rune.assists.check` (check before answer), :mod:`~rune.assists.nudge` (nudge after
 failure), :mod:`~rune.assists.unchanged` (nudge when nothing changed; its second nudge
@@ -19,8 +18,6 @@ the list the loop runs unless its caller picks another (the composition root doe
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from rune.assists.again import ReaskWhenNoChange
 from rune.assists.check import CheckBeforeAnswer
 from rune.assists.keep import KeepWhatPasses
@@ -29,7 +26,6 @@ from rune.assists.reask import ReaskWhenCut
 from rune.assists.revise import ReviseFromFailure
 from rune.assists.rewrite import RewriteFromDocstring
 from rune.assists.sampled_repair import SampledRepair
-from rune.assists.shown import ActOnFilesShown
 from rune.assists.tests import TestDriven
 from rune.assists.unchanged import NudgeWhenUnchanged
 from rune.assists.valid import PlainWhenInvalid
@@ -38,7 +34,6 @@ from rune.tools.spec import AutoChecks, Trials
 
 __all__ = [
     "ASSIST_NAMES",
-    "ActOnFilesShown",
     "CheckBeforeAnswer",
     "KeepWhatPasses",
     "NudgeAfterFailure",
@@ -56,7 +51,6 @@ __all__ = [
 #: every assist's name, in the order the loop runs them
 ASSIST_NAMES = (
     "tests",
-    "shown",
     "keep",
     "check",
     "nudge",
@@ -78,7 +72,6 @@ def standard_assists(
     unchanged: bool = False,
     reask: bool = False,
     ends_on_proof: bool = False,
-    shown: Callable[[], bool] | None = None,
 ) -> list[Assist]:
     """Every assist that has what it needs (the tests need ``auto_checks``; the repair tries
     changes with ``trials``, by default the loop's executor when it can), but those named in
@@ -88,13 +81,10 @@ def standard_assists(
     is cut off, which the command runs too (a library caller's cut reply goes back to the
     model as unusable, one model call each, as the design counts them). ``ends_on_proof``
     ends a run on the model's check that shows its change, with Rune's answer
-    (:class:`CheckBeforeAnswer`), which the command runs too. ``shown`` says whether the
-    whole workspace is in the context, as the command's operator puts a small one
-    (:class:`ActOnFilesShown`)."""
+    (:class:`CheckBeforeAnswer`), which the command runs too."""
     tests = TestDriven(auto_checks) if auto_checks is not None and "tests" not in without else None
     assists: list[Assist | None] = [
         tests,
-        ActOnFilesShown(shown) if shown is not None else None,
         KeepWhatPasses(trials) if tests is not None else None,
         CheckBeforeAnswer(tests, trials, ends_on_proof=ends_on_proof),
         NudgeAfterFailure(),

@@ -4,7 +4,6 @@ The loop (:class:`rune.runtime.runner.Runner`) runs every assist it was given, i
 
 - ``start``: before the first model call of a run that starts on a request;
 - ``answer_allowed``: the turn's schema (whether the next turn may be the final answer);
-- ``tools_withheld``: the turn's schema (the tools the next turn may not call);
 - ``refusal``: before a change is prepared (why it may not be made);
 - ``after_result``: a call's result (text to add to what the model reads);
 - ``after_calls``: after the calls of a turn ran (it may end the run);
@@ -22,7 +21,7 @@ the events see them.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from rune import events as ev
@@ -107,9 +106,6 @@ class Assist:
     def answer_allowed(self, loop: Loop, state: LoopState) -> bool:
         return True
 
-    def tools_withheld(self, loop: Loop, state: LoopState) -> Collection[str]:
-        return ()
-
     def refusal(self, loop: Loop, state: LoopState, request: ToolRequest) -> str | None:
         return None
 
@@ -161,7 +157,6 @@ class Hooks:
 
         self.start = at("start")
         self.answer_allowed = at("answer_allowed")
-        self.tools_withheld = at("tools_withheld")
         self.refusal = at("refusal")
         self.after_result = at("after_result")
         self.after_calls = at("after_calls")
@@ -170,20 +165,10 @@ class Hooks:
         self.replace_call = at("replace_call")
         self.replace_reply = at("replace_reply")
 
-    def allowed_turn(self, loop: Loop, state: LoopState) -> dict[str, Any]:
-        """What the next turn may be, as :meth:`ToolProtocol.request` takes it: the answer when
-        every assist allows it (each is asked), a call of any tool that none withholds."""
-        withheld = (name for a in self.tools_withheld for name in a.tools_withheld(loop, state))
-        return {
-            "answer": all([a.answer_allowed(loop, state) for a in self.answer_allowed]),
-            "withheld": frozenset(withheld),
-        }
-
 
 _HOOKS = (
     "start",
     "answer_allowed",
-    "tools_withheld",
     "refusal",
     "after_result",
     "after_calls",

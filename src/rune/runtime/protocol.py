@@ -10,7 +10,7 @@ Switching protocols mid-run (native calls refused by the server: the text fallba
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -89,12 +89,10 @@ class ToolProtocol(Protocol):
         options: Mapping[str, Any] | None,
         sink: DeltaSink,
         answer: bool,
-        withheld: Collection[str] = frozenset(),
     ) -> ChatRequest:
         """The model call for ``messages``, with the protocol's part (tool schemas, a response
         schema, how deltas reach ``sink``). ``answer``: whether this turn may be the final
-        answer; ``withheld``: tools this turn may not call (a protocol that cannot enforce
-        them ignores them)."""
+        answer (a protocol that cannot enforce it ignores it)."""
         ...
 
     def read_turn(self, result: ChatResult) -> Turn: ...

@@ -4,7 +4,7 @@ protocol (calls written in the reply, :mod:`rune.formats.fallback`) and the ``co
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rune.calls import native_request, tool_request
@@ -99,7 +99,6 @@ class NativeProtocol(_Tools):
         options: Mapping[str, Any] | None,
         sink: DeltaSink,
         answer: bool,
-        withheld: Collection[str] = frozenset(),
     ) -> ChatRequest:
         return ChatRequest(messages, self._schemas, think, options, sink)
 
@@ -138,7 +137,6 @@ class TextProtocol(_Tools):
         options: Mapping[str, Any] | None,
         sink: DeltaSink,
         answer: bool,
-        withheld: Collection[str] = frozenset(),
     ) -> ChatRequest:
         return ChatRequest(messages, None, think, options, sink)
 
@@ -172,7 +170,8 @@ class ConstrainedProtocol(_Tools):
 
     def __init__(self, specs: Sequence[ToolSpec], native_source: ToolSource) -> None:
         super().__init__(specs, native_source)
-        self._schemas: dict[tuple[bool, frozenset[str]], Mapping[str, Any]] = {}
+        self._turn_schema = constrained.turn_schema(specs)
+        self._unanswerable_schema = constrained.turn_schema(specs, answer=False)
 
     def prompt(self) -> str | None:
         return constrained.constrained_prompt(self.specs)
@@ -185,19 +184,9 @@ class ConstrainedProtocol(_Tools):
         options: Mapping[str, Any] | None,
         sink: DeltaSink,
         answer: bool,
-        withheld: Collection[str] = frozenset(),
     ) -> ChatRequest:
-        schema = self._schema(answer, frozenset(withheld) & self.tool_names)
+        schema: Mapping[str, Any] = self._turn_schema if answer else self._unanswerable_schema
         return ChatRequest(messages, None, think, options, constrained.TurnStream(sink), schema)
-
-    def _schema(self, answer: bool, withheld: frozenset[str]) -> Mapping[str, Any]:
-        if withheld == self.tool_names and not answer:
-            withheld = frozenset()  # a turn must be able to be something
-        key = (answer, withheld)
-        if key not in self._schemas:
-            offered = [spec for spec in self.specs if spec.name not in withheld]
-            self._schemas[key] = constrained.turn_schema(offered, answer=answer)
-        return self._schemas[key]
 
     def read_turn(self, result: ChatResult) -> Turn:
         stored = assistant_message(result)

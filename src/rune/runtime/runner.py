@@ -183,10 +183,10 @@ class Runner(Calls):
 
     def _chat(self, state: LoopState) -> ChatResult:
         self.endings.announce(state)
-        turn = self.hooks.allowed_turn(self, state)
+        allowed = all([a.answer_allowed(self, state) for a in self.hooks.answer_allowed])
         think = self.think if self.think is not None and self._supports_thinking() else None
         request = self.protocol_of(state).request(
-            state.messages, think=think, options=self.options, sink=self.emit, **turn
+            state.messages, think=think, options=self.options, sink=self.emit, answer=allowed
         )
         request, shaped = request.shaped(self.shaper, self.model)
         if shaped is not None and shaped.evicted:
