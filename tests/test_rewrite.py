@@ -576,3 +576,43 @@ def test_a_rewrite_that_fails_the_check_or_repeats_the_change_is_not_taken(ws: P
         assert "return a * b" in (ws / "calc.py").read_text()
         assert [e.status for e in resp.events if e.name == "run_python"] == ["done"]
         assert not any("cannot tell the change from the bug" in w for w in resp.warnings)
+
+
+# --- a change re-sent when none of the model's checks since could judge it --------------------
+
+PRINTS = check("print(add(2, 3))")  # refused: it asserts nothing
+OWN_FAULT = check("assert ad(2, 3) == 5")  # a NameError in the check's own code
+
+
+@needs_bwrap
+@pytest.mark.parametrize("blind", [PRINTS, OWN_FAULT], ids=["prints", "own-fault"])
+def test_a_change_re_sent_after_checks_that_could_not_judge_it_gives_way_to_a_rewrite(
+    ws: Path, blind: dict[str, Any]
+) -> None:
+    # The 1.5B on algo: a wrong change, a check that cannot run to an assert, the same change
+    # again ("nothing to change"), the same check, until the breaker ends the run on the change.
+    script = [change(WRONG, "calc.py"), blind, change(WRONG, "calc.py"), written(FIXED)]
+    resp, transport = run(ws, [*script, turn(answer="add adds.")])
+    assert rewrite_requests(transport) == [3]
+    asked = str(transport.requests[3].messages[0]["content"])
+    # the file as the run found it, neither body of add shown (mul's `return a * b` is)
+    assert asked.count("return a * b") == 1 and "return a - b" not in asked
+    assert (ws / "calc.py").read_text() == FIXED + "\n\ndef mul(a, b):\n    return a * b\n"
+    made = [e for e in resp.events if e.name == "replace_function"]
+    assert [(e.status, e.arguments["code"]) for e in made] == [("done", WRONG), ("done", FIXED)]
+    assert any("none of its checks since could run to an assert" in w for w in resp.warnings)
+    assert resp.incomplete is not None and "calc.py: add afresh" in resp.incomplete
+
+
+@needs_bwrap
+def test_a_change_re_sent_after_a_check_that_fails_at_its_assert_is_left_to_the_repair(
+    ws: Path,
+) -> None:
+    judged = check("assert add(2, 3) == 5")  # runs to its assert: a * b gives 6
+    resp, transport = run(
+        ws, [change(WRONG, "calc.py"), judged, change(WRONG, "calc.py"), turn(answer="done.")]
+    )
+    assert rewrite_requests(transport) == []
+    assert "return a * b" in (ws / "calc.py").read_text()
+    made = [e for e in resp.events if e.name == "replace_function"]
+    assert [e.status for e in made] == ["done", "failed"]
