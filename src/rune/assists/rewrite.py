@@ -56,7 +56,7 @@ from rune.assists.tests import failed_test_run
 from rune.calls import tool_request
 from rune.errors import MissingBody, NothingToChange, OtherDefinition, RuneError
 from rune.formats.constrained import ConstrainedCall
-from rune.messages import Message, ToolRequest, ToolSource
+from rune.messages import Message, ToolRequest
 from rune.pause.state import LoopState
 from rune.runtime.assist import Assist, Loop
 from rune.runtime.blocks import code_blocks
@@ -152,10 +152,10 @@ class RewriteFromDocstring(Assist):
             return call
         if _changed(loop, state, path):
             # the function may be the model's own fix by now, re-sent as its last word: only
-            # the code the run found is what the task says is wrong, unless nothing could judge
-            # the fix. (Where the tests judge, a rewrite of the model's failing change was tried
-            # too: on spec 01-03 none passed, each cost a call of 20-50 s.)
-            return self._instead_of_resent(loop, state, call)
+            # the code the run found is what the task says is wrong. (Where the tests judge, a
+            # rewrite of the model's failing change was tried too: on spec 01-03 none passed,
+            # each cost a call of 20-50 s.)
+            return call
         check = failed_test_run(state.events)
         found = _could_not_write(loop, call)
         if found is None:
@@ -216,8 +216,19 @@ class RewriteFromDocstring(Assist):
         before = trials.try_before_changes(check.name, check.arguments)
         if before is None or not before.passed:
             return check  # the check shows the change (or cannot say)
-        rewrite = self._afresh_from_found(loop, state, change, trials, source=check.source)
-        if rewrite is None:
+        # the file as the run found it: the model's change may have lost the docstring
+        content = trials.content_before_changes(path)
+        contract = contract_for(content.decode("utf-8", "replace"), name) if content else None
+        if contract is None:
+            return check
+        memory["asked"] = [*asked, key]
+        code = write_afresh(loop, state, change, name, contract, path=path, by=self.name)
+        if code is None:
+            return check
+        rewrite = tool_request(TOOL, {"path": path, "name": name, "code": code}, None, check.source)
+        if changes_nothing(loop.executor, rewrite) is not None:
+            return check  # the model wrote the same again: its change stands
+        if loop.refusal(state, rewrite) is not None:
             return check
         trial = trials.try_change(TOOL, rewrite.arguments, check.name, check.arguments)
         if trial is None or not trial.passed:
@@ -229,75 +240,6 @@ class RewriteFromDocstring(Assist):
             f"write {name} afresh from its docstring, and takes that (it passes the check too)",
         )
         memory["taken"] = [*memory.get("taken", []), key]
-        return rewrite
-
-    def _instead_of_resent(self, loop: Loop, state: LoopState, call: ToolRequest) -> ToolRequest:
-        """The rewrite in place of a reply that re-sends the model's own change as the file holds
-        it, when no check of the model's since that change could judge it and no test of the
-        project's runs; else ``call`` itself."""
-        change = _only_change(loop, state)
-        if change is None or function_target(change) != function_target(call):
-            return call
-        if any(e.source == LOOP_SOURCE for e in state.events):
-            return call  # the project's tests judge the change: the sampled repair's case
-        if changes_nothing(loop.executor, call) is None:
-            return call  # a new change
-        memory = self.memory(state)
-        target = function_target(call)
-        trials = trials_of(self._trials, loop.executor)
-        if target is None or target[2] in memory.get("asked", []) or trials is None:
-            return call
-        checks = _checks_since_change(loop, state)
-        if not checks or any(_judges(trials, check) for check in checks):
-            return call  # a check that runs to its asserts is the repair's to act on
-        rewrite = self._afresh_from_found(loop, state, change, trials, source=call.source)
-        if rewrite is None:
-            return call
-        path, name, key = target
-        loop.note(
-            state,
-            f"the model sent its change to {name} in {for_display(path)} again as the file holds "
-            "it, and none of its checks since could run to an assert; Rune asked it to write "
-            f"{name} afresh from its docstring, and takes that",
-        )
-        content = trials.content_before_changes(path)
-        before = code_of(content.decode("utf-8", "replace"), name) if content else None
-        if before is not None:
-            memory["old"] = {**memory.get("old", {}), key: before}
-        memory["taken"] = [*memory.get("taken", []), key]
-        return rewrite
-
-    def _afresh_from_found(
-        self,
-        loop: Loop,
-        state: LoopState,
-        change: ToolRequest,
-        trials: Trials,
-        *,
-        source: ToolSource,
-    ) -> ToolRequest | None:
-        """The function ``change`` changed, written afresh from the file as the run found it
-        (the model's change may have lost the docstring), as a change: once per function and
-        run; None when it cannot be asked, comes back the same as the file holds it now, or an
-        assist refuses it."""
-        target = function_target(change)
-        if target is None:
-            return None
-        path, name, key = target
-        content = trials.content_before_changes(path)
-        contract = contract_for(content.decode("utf-8", "replace"), name) if content else None
-        if contract is None:
-            return None
-        memory = self.memory(state)
-        memory["asked"] = [*memory.get("asked", []), key]
-        code = write_afresh(loop, state, change, name, contract, path=path, by=self.name)
-        if code is None:
-            return None
-        rewrite = tool_request(TOOL, {"path": path, "name": name, "code": code}, None, source)
-        if changes_nothing(loop.executor, rewrite) is not None:
-            return None  # the model wrote the same again: its change stands
-        if loop.refusal(state, rewrite) is not None:
-            return None
         return rewrite
 
 
@@ -376,25 +318,6 @@ def written_afresh(state: LoopState, call: ToolRequest) -> bool:
 def _afresh(memory: Mapping[str, Any]) -> list[str]:
     """The functions (``path::name``) Rune had written afresh in this run."""
     return [*memory.get("old", {}), *memory.get("taken", [])]
-
-
-def _checks_since_change(loop: Loop, state: LoopState) -> list[ToolRequest]:
-    """The model's checks after the run's last change it made."""
-    checks: list[ToolRequest] = []
-    for event in reversed(state.events):
-        if event.status == "done" and loop.executor.is_mutating(event.name):
-            break
-        if event.name in loop.kinds.checks and event.source != LOOP_SOURCE:
-            checks.append(tool_request(event.name, event.arguments))
-    return checks
-
-
-def _judges(trials: Trials, check: ToolRequest) -> bool:
-    """Whether ``check`` runs to its asserts on the code as the run found it: it asserts
-    something, and fails in no code of its own (a name it never defined, bad syntax, a module
-    the workspace lacks)."""
-    trial = trials.try_before_changes(check.name, check.arguments)
-    return trial is not None and not trial.own_fault
 
 
 def _only_change(loop: Loop, state: LoopState) -> ToolRequest | None:
