@@ -247,6 +247,7 @@ def test_ctrl_c_ends_with_an_interrupted_result_naming_the_session(
         "HOME": str(home),
         "OLLAMA_HOST": ollama.url,
         "NO_COLOR": "1",
+        "PYTHONFAULTHANDLER": "1",  # a process that hangs shows where, on SIGABRT
     }
     command = [sys.executable, "-m", "rune.cli", "run", "--json", "--workspace", str(workspace)]
     process = subprocess.Popen(
@@ -263,7 +264,11 @@ def test_ctrl_c_ends_with_an_interrupted_result_naming_the_session(
     while json.loads(seen[-1])["type"] != "step_start":
         seen.append(process.stdout.readline())
     process.send_signal(signal.SIGINT)
-    rest, stderr = process.communicate(timeout=30)
+    try:
+        rest, stderr = process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        pytest.fail("rune did not exit after Ctrl-C:\n" + process.communicate(timeout=30)[1])
     done = subprocess.CompletedProcess(command, process.returncode, "".join(seen) + rest, stderr)
     assert done.returncode == EXIT_INTERRUPTED, done.stdout + done.stderr
     parsed = events(done)
