@@ -17,7 +17,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from tests.fakes.cli import call, final, rune
+from tests.fakes.cli import call, final, rune, sigint_as_in_the_foreground
 from tests.fakes.ollama_server import (
     FakeModel,
     FakeOllama,
@@ -258,6 +258,7 @@ def test_ctrl_c_ends_with_an_interrupted_result_naming_the_session(
         text=True,
         env=environment,
         cwd=home,
+        preexec_fn=sigint_as_in_the_foreground,
     )
     assert process.stdout is not None
     seen = [process.stdout.readline()]

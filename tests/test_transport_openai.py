@@ -597,24 +597,3 @@ def test_runtime_uses_the_text_fallback_when_the_template_has_no_tools(tmp_path:
     assert [(e.name, e.source) for e in response.events] == [("read_file", "text-fallback")]
     assert all("tools" not in body for body in bodies)
     assert "return a - b" in bodies[1]["messages"][-1]["content"]
-
-
-def test_closing_never_waits_for_good_on_a_lock_an_interrupt_left_held(
-    server: FakeOpenAIServer,
-) -> None:
-    """A Ctrl-C that lands inside httpcore's lock, after it was taken and before the ``with``
-    that releases it began, leaves the connection pool's lock held, and closing the client
-    waited for it for good (the likely cause of a CI run where test_cli_json's Ctrl-C test saw
-    ``rune run`` still running 30 s after its Ctrl-C)."""
-    import threading
-
-    from rune.transport.http import CLOSE_SECONDS
-
-    server.script(text_reply("hello"))
-    transport = OpenAICompatTransport(server.base_url, read_timeout=5)
-    assert transport.chat("m", [{"role": "user", "content": "hi"}]).message["content"] == "hello"
-    pool = transport._client._transport._pool  # type: ignore[attr-defined]
-    pool._optional_thread_lock._lock.acquire()  # the state the interrupt left
-    closed = threading.Event()
-    threading.Thread(target=lambda: (transport.close(), closed.set()), daemon=True).start()
-    assert closed.wait(CLOSE_SECONDS + 5), "close() waited for the held lock"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +22,13 @@ def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def sigint_as_in_the_foreground() -> None:
+    """For a child's ``preexec_fn``: SIGINT as a shell sets it for a job in the foreground. A
+    test run started in the background (``&`` in a script, as CI may) inherits SIGINT ignored,
+    and a Ctrl-C sent to the child would then do nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:

@@ -12,7 +12,6 @@ import os
 import pty
 import re
 import select
-import signal
 import struct
 import subprocess
 import termios
@@ -20,13 +19,13 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from tests.fakes.cli import sigint_as_in_the_foreground
+
 
 def _take_terminal() -> None:
     os.setsid()
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-    # As a shell does for a job in the foreground: a test run started in the background (`&`
-    # in a script, as CI may) inherits SIGINT ignored, and Ctrl-C would then do nothing.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    sigint_as_in_the_foreground()
 
 
 class Terminal:

@@ -12,7 +12,6 @@ import codecs
 import ipaddress
 import json
 import ssl
-import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any, Self
@@ -33,8 +32,6 @@ from rune.transport.base import Capabilities
 
 #: how much of a server's error body goes into a message shown to the user
 MAX_ERROR_CHARS = 500
-#: how long closing the client may take before Rune stops waiting for it (seconds)
-CLOSE_SECONDS = 2.0
 #: how a user of the ``rune`` command changes the read timeout (``read_timeout=`` in Python)
 TIMEOUT_HINT = "rune --timeout SECONDS, RUNE_TIMEOUT, or `timeout = SECONDS` in config.toml"
 
@@ -69,15 +66,7 @@ class HttpTransport:
         self._capabilities[model] = replace(known, tools=False)
 
     def close(self) -> None:
-        """Close the client's connections, waiting at most :data:`CLOSE_SECONDS`. A Ctrl-C that
-        lands inside httpcore just after it took its pool's lock, before the ``with`` that
-        releases it began, leaves the lock held, and the client's ``close`` would then wait for
-        it for good, after the run was interrupted (the likely cause of a CI run in which
-        ``rune run`` did not exit within 30 s of its Ctrl-C). Closing is left to a daemon
-        thread, so the process exits (and its sockets close) either way."""
-        closer = threading.Thread(target=self._client.close, name="rune-http-close", daemon=True)
-        closer.start()
-        closer.join(CLOSE_SECONDS)
+        self._client.close()
 
     def __enter__(self) -> Self:
         return self
