@@ -372,3 +372,21 @@ def test_a_fifo_named_as_the_interpreter_does_not_hang_rune(tmp_path: Path, name
         worker.join(5)
         pytest.fail("runtime_dirs blocked opening a FIFO")
     assert found == [[]]
+
+
+def test_an_environments_parts_that_are_links_out_of_it_are_not_followed(tmp_path: Path) -> None:
+    """The model may make every part of the project's ``.venv`` a link: its ``pyvenv.cfg`` to a
+    credentials file, its ``bin`` to a directory of keys. None of what they lead to is bound."""
+    home = tmp_path / "home"
+    base = install(tmp_path / "opt/py")
+    secret = home / ".aws/credentials"
+    secret.parent.mkdir(parents=True)
+    secret.write_text(f"home = {base.parent}\n")  # read as the venv's pyvenv.cfg
+    ws_venv = tmp_path / "ws/.venv"
+    (ws_venv / "lib").mkdir(parents=True)
+    (ws_venv / "pyvenv.cfg").symlink_to(secret)
+    (ws_venv / "bin").symlink_to(home / ".aws")
+    (home / ".aws/python").symlink_to(base)
+    found = runtime_dirs(ws_venv / "bin/python", home)
+    assert ws_venv / "lib" in found
+    assert not any(path.is_relative_to(home) for path in found), found
